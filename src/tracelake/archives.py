@@ -1,0 +1,56 @@
+"""Reading members out of tar archives without trusting their names.
+
+Every member is checked before anything is written: absolute paths, `..` components, links and
+device files are rejected with an error naming the member. Wanted members are streamed into a
+run's private staging folder, never next to the archive.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tarfile
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from tracelake.errors import TracelakeError
+
+
+def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
+    name = member.name
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise TracelakeError(f"{archive.name}: member '{name}' has an absolute path; refusing the archive")
+    if ".." in parts:
+        raise TracelakeError(f"{archive.name}: member '{name}' escapes the archive with '..'; refusing the archive")
+    if not (member.isfile() or member.isdir()):
+        raise TracelakeError(f"{archive.name}: member '{name}' is a link or special file; refusing the archive")
+
+
+def extract_members(
+    archive: Path, dest: Path, wanted: Callable[[str], bool]
+) -> dict[str, Path]:
+    """Copy the wanted regular-file members of `archive` into `dest`; return name -> path."""
+    try:
+        tar = tarfile.open(archive, mode="r:*")
+    except (tarfile.TarError, OSError) as exc:
+        raise TracelakeError(f"{archive}: not a readable tar archive ({exc})") from exc
+    with tar:
+        members = tar.getmembers()
+        for member in members:
+            _check_member(archive, member)
+        out: dict[str, Path] = {}
+        for member in members:
+            if not member.isfile() or not wanted(member.name):
+                continue
+            target = dest / PurePosixPath(member.name).name
+            if target.name in {p.name for p in out.values()}:
+                raise TracelakeError(f"{archive.name}: two members are named {target.name}")
+            dest.mkdir(parents=True, exist_ok=True)
+            source = tar.extractfile(member)
+            if source is None:  # pragma: no cover - isfile() guarantees a stream
+                continue
+            with source, open(target, "wb") as fh:
+                shutil.copyfileobj(source, fh)
+            out[member.name] = target
+        return out

@@ -1,0 +1,235 @@
+"""`tracelake` command line: ingest, query, tables, describe, generate, demo.
+
+Errors print as one line (`tracelake: error: …`) with a non-zero exit; TRACELAKE_DEBUG=1 shows
+the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import sys
+from datetime import date, datetime
+from typing import Any, Iterator, Sequence
+
+from tracelake.errors import TracelakeError
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=("local", "spark", "connect"), help="engine profile")
+    parser.add_argument("--lake", help="lake root folder (default from conf: ./lake)")
+    parser.add_argument("--connect-url", help="sc://host:port for the connect profile")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE",
+        help="config override, e.g. spark_conf.spark.sql.shuffle.partitions=2",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tracelake", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
+    p.add_argument("source", help="itp | zeus")
+    p.add_argument("--raw", help="folder with the source's raw files")
+    _common(p)
+
+    p = sub.add_parser("query", help="run SQL over the lake; prints CSV with a header")
+    p.add_argument("sql")
+    _common(p)
+
+    p = sub.add_parser("tables", help="list lake tables: rows, Delta version, last operation")
+    _common(p)
+
+    p = sub.add_parser("describe", help="print a table's documentation from its schema file")
+    p.add_argument("table", help="layer.table, e.g. bronze.itp_jobs")
+
+    p = sub.add_parser("generate", help="write synthetic raw files in a source's real format")
+    p.add_argument("source", help="itp | zeus")
+    p.add_argument("--out", required=True)
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("demo", help="ingest everything available (real files or generated) and summarise")
+    _common(p)
+    return parser
+
+
+def _config(args: argparse.Namespace):
+    from tracelake.config import load_config
+
+    return load_config(
+        profile=args.profile,
+        overrides={"lake_root": args.lake, "connect_url": args.connect_url},
+        conf_pairs=args.conf,
+    )
+
+
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Any]:
+    from tracelake.engine import start_engine
+
+    config = _config(args)
+    engine = start_engine(config)
+    try:
+        yield engine, config
+    finally:
+        engine.stop()
+
+
+def _progress():
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        transient=False, console=_stderr_console(),
+    )
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _step_fn(progress):
+    @contextlib.contextmanager
+    def step(label: str):
+        task = progress.add_task(label, total=1)
+        yield
+        progress.update(task, completed=1, description=f"[green]✓[/] {label}")
+
+    return step
+
+
+def _print_stats(stats) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="ingest summary")
+    for col in ("table", "rows read", "kept", "quarantined", "warnings"):
+        table.add_column(col)
+    for s in stats:
+        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}",
+                      "\n".join(s.warnings))
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tracelake.pipeline import run_ingest
+
+    with _engine(args) as (engine, config), _progress() as progress:
+        stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress))
+    _print_stats(stats)
+    return 0
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict, tuple)):
+        return json.dumps(value, default=str)
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
+    writer = csv.writer(out or sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_value(v) for v in row])
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from tracelake.lake import register_all
+
+    with _engine(args) as (engine, config):
+        register_all(engine.spark, config)
+        result = engine.spark.sql(args.sql).toArrow()
+    write_csv(result.column_names, [tuple(r.values()) for r in result.to_pylist()])
+    return 0
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from tracelake.lake import list_lake_tables, register_all
+    from tracelake.maintenance import history
+
+    with _engine(args) as (engine, config):
+        register_all(engine.spark, config)
+        rows = []
+        for layer, table in list_lake_tables(config):
+            name = config.table_name(layer, table)
+            count = engine.spark.table(name).count()
+            last = history(engine, config.table_path(layer, table), 1)[0]
+            rows.append((name, count, last.version, last.operation))
+    write_csv(("table", "rows", "version", "last_operation"), rows)
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from tracelake.schema import describe_markdown, load_schema
+
+    sys.stdout.write(describe_markdown(load_schema(args.table)))
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from tracelake.generators import generate
+
+    written = generate(args.source, args.out, scale=args.scale, seed=args.seed)
+    for path in written:
+        print(path)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tracelake.demo import run_demo
+
+    with _engine(args) as (engine, config), _progress() as progress:
+        summary = run_demo(engine, config, _step_fn(progress))
+    _print_stats(summary.stats)
+    for line in summary.lines:
+        print(line)
+    return 0
+
+
+COMMANDS = {
+    "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
+    "generate": cmd_generate, "demo": cmd_demo,
+}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    first = text.splitlines()[0]
+    return first if isinstance(exc, TracelakeError) else f"{type(exc).__name__}: {first}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("RUST_LOG", "error")  # Sail logs sessions at INFO and no-op persists at WARN
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except TracelakeError as exc:
+        if os.environ.get("TRACELAKE_DEBUG"):
+            raise
+        print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tracelake: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
+        if os.environ.get("TRACELAKE_DEBUG"):
+            raise
+        print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

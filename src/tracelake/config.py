@@ -1,0 +1,151 @@
+"""Layered configuration: conf/base.yaml < conf/<profile>.yaml < TRACELAKE_* env < CLI flags.
+
+Every layer may only set keys that base.yaml declares, so a typo is an error rather than a
+setting that silently does nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tracelake.errors import TracelakeError
+from tracelake.resources import resource_dir
+
+PROFILES = ("local", "spark", "connect")
+# keys whose value is a free-form mapping (any sub-key allowed)
+OPEN_MAPPINGS = ("spark_conf", "raw_roots")
+ENV_PREFIX = "TRACELAKE_"
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: str
+    lake_root: str
+    staging_dir: str
+    raw_roots: dict[str, str]
+    catalog: str | None
+    spark_conf: dict[str, str]
+    connect_url: str | None
+    master: str | None
+    delta_required: bool
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def table_name(self, layer: str, table: str) -> str:
+        """The SQL name of a lake table, e.g. `bronze.itp_jobs`."""
+        name = f"{layer}.{table}"
+        return f"{self.catalog}.{name}" if self.catalog else name
+
+    def table_path(self, layer: str, table: str) -> str:
+        return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    with path.open(encoding="utf-8") as fh:
+        data = yaml.safe_load(fh) or {}
+    if not isinstance(data, dict):
+        raise TracelakeError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _merge(base: dict[str, Any], over: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if key not in base:
+            known = ", ".join(sorted(base))
+            raise TracelakeError(f"{where}: unknown config key '{key}' (known: {known})")
+        if isinstance(base[key], dict) and value is not None:
+            if not isinstance(value, Mapping):
+                raise TracelakeError(f"{where}: '{key}' must be a mapping")
+            if key in OPEN_MAPPINGS:
+                out[key] = {**base[key], **value}
+            else:
+                out[key] = _merge(base[key], value, f"{where}: {key}")
+        else:
+            out[key] = value
+    return out
+
+
+def _env_layer(base: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """TRACELAKE_<KEY> for scalar top-level keys (TRACELAKE_LAKE_ROOT, TRACELAKE_PROFILE, …)."""
+    layer: dict[str, Any] = {}
+    for key, value in base.items():
+        if isinstance(value, dict):
+            continue
+        env_value = environ.get(ENV_PREFIX + key.upper())
+        if env_value is not None:
+            layer[key] = yaml.safe_load(env_value) if key == "delta_required" else env_value
+    return layer
+
+
+def _parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`--conf spark_conf.spark.sql.shuffle.partitions=2` style dotted overrides."""
+    layer: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise TracelakeError(f"--conf expects KEY=VALUE, got '{pair}'")
+        key, value = pair.split("=", 1)
+        head, _, rest = key.partition(".")
+        if rest:
+            layer.setdefault(head, {})[rest] = value
+        else:
+            layer[head] = yaml.safe_load(value)
+    return layer
+
+
+def load_config(
+    profile: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    conf_pairs: list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    conf_dir: Path | None = None,
+) -> Config:
+    environ = os.environ if environ is None else environ
+    conf_dir = conf_dir or resource_dir("conf")
+    base = _read_yaml(conf_dir / "base.yaml")
+    if not base:
+        raise TracelakeError(f"{conf_dir / 'base.yaml'} is missing or empty")
+    chosen = profile or environ.get(ENV_PREFIX + "PROFILE") or base.get("profile") or "local"
+    if chosen not in PROFILES:
+        raise TracelakeError(f"unknown profile '{chosen}' (choose one of {', '.join(PROFILES)})")
+    merged = _merge(base, _read_yaml(conf_dir / f"{chosen}.yaml"), f"conf/{chosen}.yaml")
+    merged = _merge(merged, _env_layer(base, environ), "environment")
+    merged = _merge(merged, _parse_overrides(conf_pairs or []), "--conf")
+    cli = {k: v for k, v in (overrides or {}).items() if v is not None}
+    merged = _merge(merged, cli, "command line")
+    merged["profile"] = chosen
+    return _build(merged)
+
+
+def _build(merged: dict[str, Any]) -> Config:
+    lake_root = str(merged["lake_root"])
+    if "://" not in lake_root:
+        lake_root = str(Path(lake_root).expanduser().resolve())
+    staging = merged.get("staging_dir") or f"{lake_root}/_staging"
+    if merged["profile"] == "connect" and not merged.get("connect_url"):
+        raise TracelakeError(
+            "profile 'connect' needs a Spark Connect URL: set connect_url in conf/connect.yaml, "
+            "TRACELAKE_CONNECT_URL, or --connect-url sc://host:port"
+        )
+    delta_required = merged.get("delta_required")
+    if not isinstance(delta_required, bool):
+        raise TracelakeError(f"delta_required must be true or false, got {delta_required!r}")
+    return Config(
+        profile=merged["profile"],
+        lake_root=lake_root,
+        staging_dir=str(staging),
+        raw_roots={k: str(v) for k, v in (merged.get("raw_roots") or {}).items()},
+        catalog=(merged.get("tables") or {}).get("catalog"),
+        spark_conf={k: str(v) for k, v in (merged.get("spark_conf") or {}).items()},
+        connect_url=merged.get("connect_url"),
+        master=merged.get("master"),
+        delta_required=delta_required,
+        raw=merged,
+    )

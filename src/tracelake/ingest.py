@@ -1,0 +1,178 @@
+"""One ingest step for one table: read → parse → gate → quarantine, MERGE, record results.
+
+Order matters for the guarantees: the gate runs before anything is written, so a critical
+failure commits nothing to the target (only its results go to ops.quality_results); the target
+then changes in a single MERGE commit.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake import lake
+from tracelake.config import Config
+from tracelake.errors import QualityGateFailed
+from tracelake.quality import GateOutcome, RuleResult, load_suite, run_gate
+from tracelake.reader import PARSE_ERRORS, ROW_ID, RawFile, check_header, parse_lines, read_raw_lines
+from tracelake.schema import TableSchema, load_schema, quarantine_schema
+
+PARSE_EXPECTATION = "tracelake_parse"
+
+
+@dataclass(frozen=True)
+class Run:
+    """Identity of one CLI/job invocation, shared by every table it writes."""
+
+    run_id: str
+    started: datetime
+    staging: Path
+
+    @classmethod
+    def new(cls, config: Config) -> "Run":
+        started = datetime.now(timezone.utc).replace(microsecond=0)
+        run_id = f"{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        return cls(run_id, started, Path(config.staging_dir) / run_id)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class TableStats:
+    table: str
+    rows_read: int
+    rows_kept: int
+    rows_quarantined: int
+    warnings: tuple[str, ...]
+    critical_failures: tuple[str, ...] = ()
+
+
+def _materialize(spark: SparkSession, df: DataFrame, run: Run, name: str) -> DataFrame:
+    """Parse once: later counts, GX queries and the MERGE read the same stored rows."""
+    path = run.staging / f"{name}.parquet"
+    df.write.mode("overwrite").parquet(str(path))
+    return spark.read.parquet(str(path))
+
+
+def quality_rows(
+    spark: SparkSession, run: Run, table: str, results: list[RuleResult]
+) -> DataFrame:
+    schema = load_schema("ops.quality_results")
+    rows = [
+        (run.run_id, run.started, table, r.expectation_id, r.expectation, r.kwargs_json,
+         r.severity, r.success, r.element_count, r.unexpected_count, r.unexpected_percent,
+         r.observed_value)
+        for r in results
+    ]
+    return spark.createDataFrame(rows, schema.spark_schema())
+
+
+def _record(spark: SparkSession, config: Config, run: Run, table: str, gate: GateOutcome) -> None:
+    ops = load_schema("ops.quality_results")
+    lake.append(spark, config, ops, quality_rows(spark, run, table, gate.results))
+
+
+def _parse_result(rows_read: int, parse_failed: int) -> RuleResult:
+    return RuleResult(
+        expectation_id=PARSE_EXPECTATION,
+        expectation=PARSE_EXPECTATION,
+        kwargs_json="{}",
+        severity="quarantine",
+        success=parse_failed == 0,
+        element_count=rows_read,
+        unexpected_count=parse_failed,
+        unexpected_percent=(100.0 * parse_failed / rows_read) if rows_read else None,
+        observed_value=None,
+    )
+
+
+def _warnings(results: list[RuleResult]) -> tuple[str, ...]:
+    """One line per warning rule that saw anything unexpected (rate, never a drop)."""
+    lines = []
+    for r in results:
+        if r.severity != "warning" or (r.success and not r.unexpected_count):
+            continue
+        if r.unexpected_count is not None and r.unexpected_percent is not None:
+            lines.append(f"{r.expectation_id}: {r.unexpected_count} rows ({r.unexpected_percent:.2f}%)")
+        else:
+            lines.append(f"{r.expectation_id}: observed {r.observed_value}")
+    return tuple(lines)
+
+
+def split_by_gate(
+    spark: SparkSession, good: DataFrame, quarantined: dict[str, list[str]]
+) -> tuple[DataFrame, DataFrame]:
+    """(kept, set aside with reasons) from the row ids the quarantine rules named."""
+    reasons = spark.createDataFrame(
+        [(rid, sorted(set(ids))) for rid, ids in quarantined.items()],
+        f"{ROW_ID} string, reasons array<string>",
+    )
+    kept = good.join(reasons, ROW_ID, "left_anti")
+    set_aside = good.join(reasons, ROW_ID, "inner")
+    return kept, set_aside
+
+
+def ingest_table(
+    spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile]
+) -> TableStats:
+    """Ingest raw files into one bronze table; returns what happened to every row read."""
+    schema = load_schema(table)
+    for raw in files:
+        check_header(raw, schema)
+    parsed = _materialize(spark, parse_lines(read_raw_lines(spark, files, schema), schema), run, table)
+    rows_read = parsed.count()
+    bad = parsed.filter(F.size(PARSE_ERRORS) > 0)
+    good = parsed.filter(F.size(PARSE_ERRORS) == 0)
+    parse_failed = bad.count()
+
+    data_cols = [c.name for c in schema.data_columns]
+    gate = run_gate(good.select(*data_cols, ROW_ID), load_suite(table), ROW_ID)
+    gate.results.insert(0, _parse_result(rows_read, parse_failed))
+    if gate.critical_failures:
+        _record(spark, config, run, table, gate)
+        failed = tuple(r.expectation_id for r in gate.critical_failures)
+        raise QualityGateFailed(
+            f"{table}: critical expectation(s) failed: {', '.join(failed)}; nothing was written "
+            f"to {table} (see ops.quality_results, run {run.run_id})"
+        )
+
+    kept, set_aside = split_by_gate(spark, good, gate.quarantined)
+    q_schema = quarantine_schema(schema.table)
+    lineage = [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
+    quarantine = bad.select(
+        "source_file", "raw_line", "raw_values_json", F.col(PARSE_ERRORS).alias("reasons"), *lineage
+    ).unionByName(
+        set_aside.select("source_file", "raw_line", "raw_values_json", "reasons", *lineage)
+    )
+    names = sorted({f.name for f in files})
+    lake.replace_by_source(spark, config, q_schema, quarantine, names)
+    lake.merge_by_key(spark, config, schema, kept.select(*data_cols, "source_file", *lineage), names)
+    _record(spark, config, run, table, gate)
+
+    rows_quarantined = quarantine.count()
+    rows_kept = kept.count()
+    return TableStats(table, rows_read, rows_kept, rows_quarantined, _warnings(gate.results))
+
+
+def publish_derived(
+    spark: SparkSession, config: Config, run: Run, table: str, df: DataFrame
+) -> TableStats:
+    """Gate and overwrite a derived (silver/gold) table in one commit."""
+    schema = load_schema(table)
+    df = _materialize(spark, lake.conform(df, schema), run, table)
+    gate = run_gate(df, load_suite(table), None)
+    if gate.critical_failures:
+        _record(spark, config, run, table, gate)
+        failed = ", ".join(r.expectation_id for r in gate.critical_failures)
+        raise QualityGateFailed(f"{table}: critical expectation(s) failed: {failed}; nothing written")
+    lake.overwrite(spark, config, schema, df)
+    _record(spark, config, run, table, gate)
+    rows = df.count()
+    return TableStats(table, rows, rows, 0, _warnings(gate.results))

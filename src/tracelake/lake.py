@@ -1,0 +1,150 @@
+"""Delta tables at <lake>/<layer>/<table>, registered as `layer.table` in the session catalog.
+
+Every write is a single Delta commit, so a crash leaves the previous version intact. Ingest uses
+MERGE on the natural key: unchanged rows are not touched, changed rows are updated, new rows are
+inserted, and rows of a re-ingested file that are no longer there are deleted. Hence an identical
+re-run changes no row and a changed file changes only its own rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.config import Config
+from tracelake.schema import LAYERS, TableSchema
+
+_view_counter = 0
+# (session, table name) -> location registered in that session's catalog
+_registered: dict[tuple[int, str], str] = {}
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _quote(name: str) -> str:
+    return f"`{name}`"
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    if "://" not in path:
+        return (Path(path) / "_delta_log").is_dir()
+    try:
+        spark.read.format("delta").load(path).schema  # noqa: B018 - touching it is the check
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
+    """Make `layer.table` resolve to the Delta path in this session's catalog."""
+    name, path = config.table_name(layer, table), config.table_path(layer, table)
+    key = (id(spark), name)
+    if _registered.get(key) == path:
+        return
+    database = f"{config.catalog}.{layer}" if config.catalog else layer
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    if key in _registered:  # another lake in the same session: re-point (external: data stays)
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {_sql_str(path)}")
+    _registered[key] = path
+
+
+def list_lake_tables(config: Config) -> list[tuple[str, str]]:
+    """(layer, table) for every Delta table under a local lake root."""
+    root = Path(config.lake_root)
+    found = []
+    for layer in LAYERS:
+        layer_dir = root / layer
+        if layer_dir.is_dir():
+            for child in sorted(layer_dir.iterdir()):
+                if (child / "_delta_log").is_dir():
+                    found.append((layer, child.name))
+    return found
+
+
+def register_all(spark: SparkSession, config: Config) -> list[str]:
+    names = []
+    for layer, table in list_lake_tables(config):
+        register(spark, config, layer, table)
+        names.append(config.table_name(layer, table))
+    return names
+
+
+def conform(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """Exactly the schema's columns, in order, with the declared types."""
+    return df.select(*[F.col(c.name).cast(c.spark_type).alias(c.name) for c in schema.columns])
+
+
+def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> str:
+    path = config.table_path(schema.layer, schema.table)
+    if not table_exists(spark, path):
+        empty = spark.createDataFrame([], schema.spark_schema())
+        writer = empty.write.format("delta").mode("overwrite")
+        if schema.partition_by:
+            writer = writer.partitionBy(*schema.partition_by)
+        writer.save(path)
+    register(spark, config, schema.layer, schema.table)
+    return path
+
+
+def _temp_view(df: DataFrame) -> str:
+    global _view_counter
+    _view_counter += 1
+    name = f"tracelake_src_{_view_counter}"
+    df.createOrReplaceTempView(name)
+    return name
+
+
+def merge_by_key(
+    spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, source_files: list[str]
+) -> None:
+    """Upsert on the natural key; delete rows of `source_files` that the new data lacks."""
+    path = ensure_table(spark, config, schema)
+    view = _temp_view(conform(df, schema))
+    on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in schema.keys)
+    compared = [c.name for c in schema.data_columns] + ["source_file"]
+    changed = " OR ".join(f"NOT (t.{_quote(c)} <=> s.{_quote(c)})" for c in compared)
+    files = ", ".join(_sql_str(f) for f in source_files)
+    delete = (
+        f" WHEN NOT MATCHED BY SOURCE AND t.source_file IN ({files}) THEN DELETE" if files else ""
+    )
+    spark.sql(
+        f"MERGE INTO delta.`{path}` AS t USING {view} AS s ON {on} "
+        f"WHEN MATCHED AND ({changed}) THEN UPDATE SET * "
+        f"WHEN NOT MATCHED THEN INSERT *{delete}"
+    ).collect()
+    spark.catalog.dropTempView(view)
+
+
+def replace_by_source(
+    spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, source_files: list[str]
+) -> None:
+    """Replace exactly the rows of `source_files` (one commit), e.g. a quarantine table."""
+    path = ensure_table(spark, config, schema)
+    files = ", ".join(_sql_str(f) for f in source_files)
+    (
+        conform(df, schema)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"source_file IN ({files})")
+        .save(path)
+    )
+
+
+def overwrite(spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame) -> None:
+    """Replace the whole table in one commit: for derived (gold) tables."""
+    path = config.table_path(schema.layer, schema.table)
+    writer = conform(df, schema).write.format("delta").mode("overwrite")
+    if schema.partition_by:
+        writer = writer.partitionBy(*schema.partition_by)
+    writer.save(path)
+    register(spark, config, schema.layer, schema.table)
+
+
+def append(spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame) -> None:
+    path = ensure_table(spark, config, schema)
+    conform(df, schema).write.format("delta").mode("append").save(path)

@@ -1,0 +1,55 @@
+"""What `tracelake ingest SOURCE` does: plan the source's files, ingest each bronze table,
+rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebooks."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+from tracelake import lake
+from tracelake.config import Config
+from tracelake.engine import Engine
+from tracelake.errors import TracelakeError
+from tracelake.ingest import Run, TableStats, ingest_table, publish_derived
+from tracelake.sources import get_source
+
+Step = Callable[[str], object]  # progress callback: called with a label, returns a context
+
+
+def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
+    chosen = raw or config.raw_roots.get(source)
+    if not chosen:
+        raise TracelakeError(f"no raw folder for '{source}': pass --raw DIR")
+    path = Path(chosen).expanduser()
+    if not path.is_dir():
+        raise TracelakeError(f"raw folder {path} does not exist")
+    return path
+
+
+def run_ingest(
+    engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None
+) -> list[TableStats]:
+    module = get_source(source)
+    raw_dir = raw_dir_for(config, source, raw)
+    run = Run.new(config)
+    step = step or (lambda label: nullcontext())
+    stats: list[TableStats] = []
+    try:
+        with step(f"unpacking {source} inputs"):
+            inputs = module.plan(raw_dir, run.staging)
+        for item in inputs:
+            with step(f"{item.table}: {len(item.files)} file(s)"):
+                stats.append(ingest_table(engine.spark, config, run, item.table, item.files))
+        present = {s.table for s in stats}
+        for table, build, needs in module.DERIVED:
+            if not all(lake.table_exists(engine.spark, config.table_path(*n.split("."))) for n in needs):
+                continue
+            if not present.intersection(needs):
+                continue
+            with step(f"{table}: rebuilding"):
+                stats.append(publish_derived(engine.spark, config, run, table, build(engine.spark, config)))
+    finally:
+        run.cleanup()
+    lake.register_all(engine.spark, config)
+    return stats

@@ -1,0 +1,202 @@
+"""The quality gate: one Great Expectations suite per table (expectations/<layer>.<table>.json).
+
+Each expectation's `meta.severity` says what a failure does:
+  critical   – the run aborts with nothing committed to the target table;
+  quarantine – the failing rows (found through GX's unexpected_index_list) are set aside;
+  warning    – recorded in ops.quality_results only.
+The suites are the only place rules live; this module just runs them and routes the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from tracelake.errors import TracelakeError
+from tracelake.resources import resource_dir
+
+SEVERITIES = ("critical", "quarantine", "warning")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    expectation_id: str
+    expectation: str
+    kwargs_json: str
+    severity: str
+    success: bool
+    element_count: int | None
+    unexpected_count: int | None
+    unexpected_percent: float | None
+    observed_value: str | None
+
+
+@dataclass
+class GateOutcome:
+    results: list[RuleResult]
+    # row id -> ids of the quarantine-severity expectations the row failed
+    quarantined: dict[str, list[str]]
+
+    @property
+    def critical_failures(self) -> list[RuleResult]:
+        return [r for r in self.results if r.severity == "critical" and not r.success]
+
+
+def expectation_id(config: dict[str, Any]) -> str:
+    """A stable, readable id: the type and the columns it looks at, unless meta.id names one."""
+    meta = config.get("meta") or {}
+    if meta.get("id"):
+        return str(meta["id"])
+    kwargs = config.get("kwargs") or {}
+    cols = kwargs.get("column") or kwargs.get("column_list")
+    if cols is None and "column_A" in kwargs:
+        cols = [kwargs["column_A"], kwargs["column_B"]]
+    short = config["type"].removeprefix("expect_")
+    if isinstance(cols, list):
+        return f"{short}({','.join(cols)})"
+    return f"{short}({cols})" if cols else short
+
+
+@lru_cache(maxsize=None)
+def load_suite(full_name: str, suite_dir: Path | None = None) -> dict[str, Any]:
+    directory = suite_dir or resource_dir("expectations")
+    path = directory / f"{full_name}.json"
+    if not path.exists():
+        raise TracelakeError(f"no expectation suite for {full_name}: expected {path}")
+    suite = json.loads(path.read_text(encoding="utf-8"))
+    seen: set[str] = set()
+    for exp in suite.get("expectations", []):
+        severity = (exp.get("meta") or {}).get("severity")
+        if severity not in SEVERITIES:
+            raise TracelakeError(
+                f"{path}: {exp.get('type')}: meta.severity must be one of {SEVERITIES}, got {severity!r}"
+            )
+        ident = expectation_id(exp)
+        if ident in seen:
+            raise TracelakeError(f"{path}: two expectations share the id '{ident}': set meta.id")
+        seen.add(ident)
+    return suite
+
+
+class _GxRunner:
+    """One ephemeral GX context per process; a fresh validation per (suite, severity group)."""
+
+    def __init__(self) -> None:
+        import great_expectations as gx
+
+        self._gx = gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self._context = gx.get_context(mode="ephemeral")
+        self._context.variables.progress_bars = ProgressBarsConfig(
+            globally=False, metric_calculations=False
+        )
+        source = self._context.data_sources.add_spark("tracelake")
+        self._batch = source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe("all")
+        self._count = 0
+
+    def run(self, df: DataFrame, expectations: list[dict], result_format: dict) -> list[Any]:
+        from great_expectations.core import ExpectationSuite
+
+        self._count += 1
+        name = f"suite_{self._count}"
+        suite = self._context.suites.add(ExpectationSuite(name=name, expectations=expectations))
+        definition = self._context.validation_definitions.add(
+            self._gx.ValidationDefinition(name=name, data=self._batch, suite=suite)
+        )
+        try:
+            result = definition.run(batch_parameters={"dataframe": df}, result_format=result_format)
+        finally:
+            self._context.validation_definitions.delete(name)
+            self._context.suites.delete(name)
+        return list(result.results)
+
+
+@lru_cache(maxsize=1)
+def _runner() -> _GxRunner:
+    return _GxRunner()
+
+
+def _observed(result: dict[str, Any]) -> str | None:
+    if "observed_value" not in result:
+        return None
+    value = result["observed_value"]
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _to_rule_result(raw: Any, by_id: dict[str, dict]) -> tuple[RuleResult, dict]:
+    config = raw.expectation_config
+    exp = {"type": config.type, "kwargs": dict(config.kwargs), "meta": dict(config.meta or {})}
+    ident = expectation_id(exp)
+    severity = by_id[ident]["meta"]["severity"]
+    info = raw.exception_info or {}
+    if info.get("raised_exception"):
+        raise TracelakeError(f"expectation {ident} could not run: {info.get('exception_message')}")
+    result = dict(raw.result or {})
+    if config.type == "unexpected_rows_expectation" and isinstance(result.get("observed_value"), int):
+        result.setdefault("unexpected_count", result["observed_value"])  # rows the query returned
+    kwargs = {k: v for k, v in exp["kwargs"].items() if k not in ("batch_id", "result_format")}
+    percent = result.get("unexpected_percent")
+    return (
+        RuleResult(
+            expectation_id=ident,
+            expectation=config.type,
+            kwargs_json=json.dumps(kwargs, sort_keys=True, default=str),
+            severity=severity,
+            success=bool(raw.success),
+            element_count=result.get("element_count"),
+            unexpected_count=result.get("unexpected_count"),
+            unexpected_percent=None if percent is None else float(percent),
+            observed_value=_observed(result),
+        ),
+        result,
+    )
+
+
+def _with_rate(rule: RuleResult, total: int) -> RuleResult:
+    percent = 100.0 * rule.unexpected_count / total if total else None
+    return replace(rule, element_count=total, unexpected_percent=percent)
+
+
+def run_gate(df: DataFrame, suite: dict[str, Any], row_id_column: str | None) -> GateOutcome:
+    """Validate `df` against the suite; quarantine rules need `row_id_column` to name rows."""
+    expectations = suite.get("expectations", [])
+    by_id = {expectation_id(e): e for e in expectations}
+    row_rules = [e for e in expectations if e["meta"]["severity"] == "quarantine"]
+    other_rules = [e for e in expectations if e["meta"]["severity"] != "quarantine"]
+    results: list[RuleResult] = []
+    quarantined: dict[str, list[str]] = {}
+    runner = _runner()
+    if other_rules:
+        for raw in runner.run(df, other_rules, {"result_format": "SUMMARY"}):
+            results.append(_to_rule_result(raw, by_id)[0])
+    if row_rules:
+        if row_id_column is None:
+            raise TracelakeError(f"suite {suite.get('name')}: quarantine rules need a row id column")
+        fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_id_column]}
+        for raw in runner.run(df, row_rules, fmt):
+            rule, result = _to_rule_result(raw, by_id)
+            results.append(rule)
+            if rule.success and not rule.unexpected_count:
+                continue
+            if "unexpected_index_list" not in result:
+                raise TracelakeError(
+                    f"expectation {rule.expectation_id} is not row-level and cannot quarantine "
+                    "rows: give it severity warning or critical"
+                )
+            for item in result["unexpected_index_list"]:
+                quarantined.setdefault(item[row_id_column], []).append(rule.expectation_id)
+    order = {ident: i for i, ident in enumerate(by_id)}
+    results.sort(key=lambda r: order[r.expectation_id])
+    if any(r.unexpected_count is not None and r.element_count is None for r in results):
+        total = df.count()
+        results = [_with_rate(r, total) if r.element_count is None and r.unexpected_count is not None
+                   else r for r in results]
+    return GateOutcome(results=results, quarantined=quarantined)

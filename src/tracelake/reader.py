@@ -1,0 +1,121 @@
+"""Raw delimited files → typed rows, with every unparseable row kept and explained.
+
+Why not Spark's CSV reader: on Sail a row with too few fields fails the whole read, in
+PERMISSIVE mode too, and `from_csv` does the same (measured, see shared/docs/engine-notes.md).
+So files are read as text lines (one read per file, because Sail has no input_file_name()),
+split on the delimiter, and cast with try_cast; a row that does not fit carries its reasons
+instead of failing the job. The formats we ingest are unquoted, which makes a plain split exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.errors import TracelakeError
+from tracelake.schema import TableSchema
+
+ROW_ID = "_row_id"
+PARSE_ERRORS = "_parse_errors"
+RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A file to ingest: where Spark reads it, its lineage name, and columns its name implies."""
+
+    path: str
+    name: str
+    constants: dict[str, str | None] = field(default_factory=dict)
+
+
+def check_header(raw: RawFile, schema: TableSchema) -> None:
+    """The first line must be the documented header; anything else is a different format."""
+    expected = schema.delimiter.join(schema.raw_header)
+    with open(raw.path, encoding="utf-8", newline="") as fh:
+        first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
+    if first != expected:
+        raise TracelakeError(
+            f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
+            f"documented header '{expected}'"
+        )
+
+
+def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """All data lines of the files (headers dropped) with source_file and the name constants."""
+    if not files:
+        raise TracelakeError(f"no input files for {schema.full_name}")
+    header = schema.delimiter.join(schema.raw_header)
+    constant_names = sorted({k for f in files for k in f.constants})
+    frames = []
+    for raw in files:
+        line = F.regexp_replace(F.col("value"), "\r$", "")
+        cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
+        cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
+        frames.append(spark.read.text(str(raw.path)).select(*cols))
+    lines = reduce(DataFrame.unionByName, frames)
+    return lines.filter(F.col("raw_line") != F.lit(header))
+
+
+def _typed(raw: Column, type_name: str, fmt: str | None) -> Column:
+    if type_name == "string":
+        return raw
+    if type_name == "timestamp":
+        return F.try_to_timestamp(raw, F.lit(fmt)) if fmt else raw.try_cast("timestamp")
+    return raw.try_cast(type_name)
+
+
+def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
+    """Typed schema columns plus raw lineage, a row id, and an array of parse errors per row.
+
+    A row is good when `_parse_errors` is empty. Errors: wrong field count, a value that does not
+    cast to its declared type, an empty value in a non-nullable column. A column's `null_values`
+    (e.g. Zeus's `nan`) read as null, not as a number.
+    """
+    n_fields = len(schema.raw_header)
+    fields = F.split(F.col("raw_line"), re.escape(schema.delimiter), -1)
+    count_ok = F.size(fields) == F.lit(n_fields)
+    errors = [
+        F.when(
+            ~count_ok,
+            F.concat(F.lit(f"expected {n_fields} fields, found "), F.size(fields).cast("string")),
+        )
+    ]
+    raw_by_source = {
+        name: F.when(count_ok, F.get(fields, i)) for i, name in enumerate(schema.raw_header)
+    }
+    typed: list[Column] = []
+    for col in schema.data_columns:
+        if col.source is None:
+            if col.name not in lines.columns:
+                raise TracelakeError(f"{schema.full_name}: nothing supplies column '{col.name}'")
+            typed.append(F.col(col.name).cast(col.type).alias(col.name))
+            continue
+        raw = raw_by_source[col.source]
+        present = raw.isNotNull() & (F.length(raw) > 0)
+        if col.null_values:
+            present = present & ~raw.isin(*col.null_values)
+        value = F.when(present, _typed(raw, col.type, col.format))
+        typed.append(value.alias(col.name))
+        errors.append(
+            F.when(
+                present & value.isNull(),
+                F.concat(F.lit(f"{col.name}: '"), raw, F.lit(f"' is not a valid {col.type}")),
+            )
+        )
+        if not col.nullable:
+            errors.append(F.when(count_ok & ~present, F.lit(f"{col.name}: missing value")))
+    raw_json = F.to_json(F.struct(*[raw_by_source[n].alias(n) for n in schema.raw_header]))
+    row_id = F.sha2(F.concat_ws("\u0001", F.col("source_file"), F.col("raw_line")), 256)
+    return lines.select(
+        *typed,
+        F.col("source_file"),
+        F.col("raw_line"),
+        F.when(count_ok, raw_json).alias("raw_values_json"),
+        row_id.alias(ROW_ID),
+        F.array_compact(F.array(*errors)).alias(PARSE_ERRORS),
+    )

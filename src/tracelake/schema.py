@@ -1,0 +1,206 @@
+"""Table schemas as data: one YAML per table in schemas/, the single source of truth.
+
+A schema file gives the table's layer, columns (type, nullability, unit, description, source
+column), keys and partitioning, and for bronze tables the raw file's header. Readers build their
+parse plan from it, the writer its MERGE keys, and `tracelake describe` its documentation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import types as T
+
+from tracelake.errors import TracelakeError
+from tracelake.resources import resource_dir
+
+SPARK_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(),
+    "int": T.IntegerType(),
+    "bigint": T.LongType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+    "timestamp": T.TimestampType(),
+    "date": T.DateType(),
+    "array<string>": T.ArrayType(T.StringType()),
+}
+LAYERS = ("bronze", "silver", "gold", "quarantine", "ops")
+COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values"}
+TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
+LINEAGE_FILE = "_lineage.yaml"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool
+    description: str
+    unit: str | None = None
+    source: str | None = None  # raw column it is parsed from; None = derived or added by the reader
+    format: str | None = None  # e.g. a timestamp pattern
+    null_values: tuple[str, ...] = ()  # raw spellings of "no value" besides the empty field
+
+    @property
+    def spark_type(self) -> T.DataType:
+        return SPARK_TYPES[self.type]
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    layer: str
+    table: str
+    description: str
+    columns: tuple[Column, ...]
+    keys: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    raw_header: tuple[str, ...]  # exact header of the raw file, bronze only
+    delimiter: str
+    has_lineage: bool
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.layer}.{self.table}"
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def data_columns(self) -> list[Column]:
+        """Columns other than lineage: what a MERGE compares to decide a row changed."""
+        lineage = {c.name for c in lineage_columns()} if self.has_lineage else set()
+        return [c for c in self.columns if c.name not in lineage]
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(name)
+
+    def spark_schema(self) -> T.StructType:
+        return T.StructType(
+            [T.StructField(c.name, c.spark_type, c.nullable) for c in self.columns]
+        )
+
+    def ddl(self) -> str:
+        return ", ".join(f"`{c.name}` {c.type.upper()}" for c in self.columns)
+
+
+def _column(raw: dict[str, Any], where: str) -> Column:
+    unknown = set(raw) - COLUMN_KEYS
+    if unknown:
+        raise TracelakeError(f"{where}: unknown column keys {sorted(unknown)}")
+    for required in ("name", "type", "description"):
+        if required not in raw:
+            raise TracelakeError(f"{where}: column needs '{required}'")
+    if raw["type"] not in SPARK_TYPES:
+        raise TracelakeError(f"{where}: column {raw['name']}: unknown type {raw['type']!r}")
+    return Column(
+        name=raw["name"],
+        type=raw["type"],
+        nullable=bool(raw.get("nullable", True)),
+        description=str(raw["description"]).strip(),
+        unit=raw.get("unit"),
+        source=raw.get("source"),
+        format=raw.get("format"),
+        null_values=tuple(str(v) for v in raw.get("null_values") or ()),
+    )
+
+
+@lru_cache(maxsize=None)
+def lineage_columns() -> tuple[Column, ...]:
+    path = resource_dir("schemas") / LINEAGE_FILE
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return tuple(_column(c, str(path)) for c in data["columns"])
+
+
+def parse_schema(data: dict[str, Any], where: str) -> TableSchema:
+    unknown = set(data) - TABLE_KEYS
+    if unknown:
+        raise TracelakeError(f"{where}: unknown keys {sorted(unknown)}")
+    layer = data.get("layer")
+    if layer not in LAYERS:
+        raise TracelakeError(f"{where}: layer must be one of {LAYERS}, got {layer!r}")
+    columns = [_column(c, where) for c in data.get("columns") or []]
+    has_lineage = bool(data.get("lineage", layer == "bronze"))
+    if has_lineage:
+        columns += list(lineage_columns())
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise TracelakeError(f"{where}: duplicate column names")
+    keys = tuple(data.get("keys") or ())
+    partition_by = tuple(data.get("partition_by") or ())
+    for col in keys + partition_by:
+        if col not in names:
+            raise TracelakeError(f"{where}: key/partition column '{col}' is not a column")
+    raw = data.get("raw") or {}
+    header = tuple(raw.get("header") or ())
+    for col in columns:
+        if col.source and col.source not in header:
+            raise TracelakeError(f"{where}: column {col.name}: source '{col.source}' not in raw.header")
+    return TableSchema(
+        layer=layer,
+        table=data["table"],
+        description=str(data.get("description", "")).strip(),
+        columns=tuple(columns),
+        keys=keys,
+        partition_by=partition_by,
+        raw_header=header,
+        delimiter=raw.get("delimiter", ","),
+        has_lineage=has_lineage,
+    )
+
+
+@lru_cache(maxsize=None)
+def load_schema(full_name: str, schema_dir: Path | None = None) -> TableSchema:
+    """Load `layer.table` from schemas/<layer>.<table>.yaml."""
+    directory = schema_dir or resource_dir("schemas")
+    path = directory / f"{full_name}.yaml"
+    if not path.exists():
+        known = ", ".join(all_table_names(directory))
+        raise TracelakeError(f"no schema for table '{full_name}' (known: {known})")
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    schema = parse_schema(data, str(path))
+    if schema.full_name != full_name:
+        raise TracelakeError(f"{path}: declares {schema.full_name}, file name says {full_name}")
+    return schema
+
+
+def all_table_names(schema_dir: Path | None = None) -> list[str]:
+    directory = schema_dir or resource_dir("schemas")
+    return sorted(p.stem for p in directory.glob("*.yaml") if not p.name.startswith("_"))
+
+
+def describe_markdown(schema: TableSchema) -> str:
+    """Human documentation of a table, generated from its schema file."""
+    lines = [f"# {schema.full_name}", "", schema.description, ""]
+    if schema.keys:
+        lines.append(f"Keys: {', '.join(schema.keys)}")
+    if schema.partition_by:
+        lines.append(f"Partitioned by: {', '.join(schema.partition_by)}")
+    if schema.raw_header:
+        lines.append(f"Raw header: {schema.delimiter.join(schema.raw_header)}")
+    lines += ["", "| column | type | nullable | unit | source | description |", "|---|---|---|---|---|---|"]
+    for c in schema.columns:
+        lines.append(
+            f"| {c.name} | {c.type} | {'yes' if c.nullable else 'no'} | {c.unit or ''} "
+            f"| {c.source or ''} | {c.description} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=None)
+def quarantine_schema(table: str) -> TableSchema:
+    """Every quarantine table has one layout (schemas/_quarantine.yaml): quarantine.<table>."""
+    path = resource_dir("schemas") / "_quarantine.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_schema(
+        {"table": table, "layer": "quarantine", "lineage": False, "columns": data["columns"],
+         "description": f"Rows of {table} set aside by parsing or the quality gate."},
+        str(path),
+    )

@@ -1,0 +1,1 @@
+"""Pure DataFrame → DataFrame transforms with explicit parameters (no I/O, no sessions)."""

@@ -1,0 +1,63 @@
+"""One Spark session for the whole run, on the profile named by TRACELAKE_TEST_PROFILE.
+
+`local` (default): Sail in-process, every test. `spark`: classic PySpark without Delta jars
+(Maven is unreachable here), so only tests marked `portable` run: readers, transforms, rules.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tracelake.config import Config, load_config
+from tracelake.engine import start_engine
+
+os.environ.setdefault("RUST_LOG", "error")
+os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+PROFILE = os.environ.get("TRACELAKE_TEST_PROFILE", "local")
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def pytest_collection_modifyitems(config, items):
+    if PROFILE == "local":
+        return
+    skip = pytest.mark.skip(reason=f"needs Delta I/O, which the '{PROFILE}' test profile lacks here")
+    for item in items:
+        if "portable" not in item.keywords:
+            item.add_marker(skip)
+
+
+def make_config(lake_root: Path, profile: str = PROFILE) -> Config:
+    overrides = {"lake_root": str(lake_root)}
+    pairs = ["spark_conf.spark.sql.shuffle.partitions=2"]
+    if profile == "spark":
+        overrides |= {"delta_required": False, "master": "local[2]"}
+    return load_config(profile=profile, overrides=overrides, conf_pairs=pairs)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory):
+    eng = start_engine(make_config(tmp_path_factory.mktemp("session-lake")))
+    yield eng
+    eng.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(engine):
+    return engine.spark
+
+
+@pytest.fixture
+def config(tmp_path) -> Config:
+    return make_config(tmp_path / "lake")
+
+
+def shared(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test with the reason."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real trace files not available: {path} is absent (a user's checkout has no ../shared)")
+    return path

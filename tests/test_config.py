@@ -1,0 +1,52 @@
+import pytest
+
+from tracelake.config import load_config
+from tracelake.errors import TracelakeError
+
+
+def test_layers_base_profile_env_and_flags(tmp_path):
+    cfg = load_config(profile="spark", environ={"TRACELAKE_LAKE_ROOT": str(tmp_path / "env-lake")},
+                      conf_pairs=["spark_conf.spark.sql.shuffle.partitions=3"])
+    assert cfg.profile == "spark"
+    assert cfg.master is None  # conf/spark.yaml leaves it to spark-submit (local[*] when run directly)
+    assert cfg.spark_conf["spark.sql.session.timeZone"] == "UTC"  # from base
+    assert cfg.spark_conf["spark.sql.shuffle.partitions"] == "3"  # flag beats profile
+    assert cfg.lake_root == str(tmp_path / "env-lake")
+    assert cfg.staging_dir == str(tmp_path / "env-lake" / "_staging")
+    flag = load_config(profile="local", overrides={"lake_root": str(tmp_path / "flag")},
+                       environ={"TRACELAKE_LAKE_ROOT": str(tmp_path / "env")})
+    assert flag.lake_root == str(tmp_path / "flag")
+
+
+def test_profile_from_environment():
+    assert load_config(environ={"TRACELAKE_PROFILE": "spark"}).profile == "spark"
+    assert load_config(environ={}).profile == "local"
+
+
+def test_table_names_and_paths(tmp_path):
+    cfg = load_config(overrides={"lake_root": str(tmp_path)}, environ={})
+    assert cfg.table_name("bronze", "itp_jobs") == "bronze.itp_jobs"
+    assert cfg.table_path("bronze", "itp_jobs") == f"{tmp_path}/bronze/itp_jobs"
+    cat = load_config(conf_pairs=["tables.catalog=main"], environ={})
+    assert cat.table_name("gold", "x") == "main.gold.x"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"conf_pairs": ["lake_rot=/x"]}, "unknown config key 'lake_rot'"),
+        ({"conf_pairs": ["tables.catalgo=x"]}, "unknown config key 'catalgo'"),
+        ({"profile": "cloud"}, "unknown profile 'cloud'"),
+        ({"profile": "connect"}, "needs a Spark Connect URL"),
+        ({"conf_pairs": ["delta_required=maybe"]}, "delta_required must be true or false"),
+        ({"conf_pairs": ["novalue"]}, "--conf expects KEY=VALUE"),
+    ],
+)
+def test_bad_config_is_a_clear_error(kwargs, message):
+    with pytest.raises(TracelakeError, match=message):
+        load_config(environ={}, **kwargs)
+
+
+def test_connect_url_from_flag():
+    cfg = load_config(profile="connect", overrides={"connect_url": "sc://127.0.0.1:15002"}, environ={})
+    assert cfg.connect_url == "sc://127.0.0.1:15002"

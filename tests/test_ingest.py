@@ -1,0 +1,118 @@
+"""Ingest on the embedded engine with Delta: quarantine, idempotency, the critical gate."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from tracelake import lake
+from tracelake.errors import QualityGateFailed
+from tracelake.maintenance import history
+from tracelake.pipeline import run_ingest
+
+from helpers import itp_csv, job_id, write_archive
+
+GOOD = [f"{job_id(i)},{i * 100},{600 + i},1" for i in range(1, 6)]
+BROKEN = [
+    f"{job_id(10)},1000,abc,2",   # wrong type
+    f"{job_id(11)},1100",         # missing fields
+    f"{job_id(12)},1200,900,3",   # unknown GPU count
+    f"{job_id(1)},1300,900,2",    # duplicate of a cluster01 job id
+]
+
+
+def _raw(tmp_path, cluster02_rows):
+    write_archive(tmp_path / "raw" / "raw-traces.tar.gz", {
+        "cluster01.csv": itp_csv(GOOD), "cluster02.csv": itp_csv(cluster02_rows), "LICENSE": "MIT"})
+    return str(tmp_path / "raw")
+
+
+def _table(spark, config, layer, table):
+    return spark.read.format("delta").load(config.table_path(layer, table))
+
+
+def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_path):
+    raw = _raw(tmp_path, [f"{job_id(6)},600,700,8", *BROKEN])
+    [stats] = run_ingest(engine, config, "itp", raw)
+    # the duplicate id quarantines both of its rows: 5 kept, 5 set aside of 10 read
+    assert (stats.rows_read, stats.rows_kept, stats.rows_quarantined) == (10, 5, 5)
+    assert stats.rows_read == stats.rows_kept + stats.rows_quarantined
+    kept = _table(spark, config, "bronze", "itp_jobs")
+    assert sorted(r.job_id for r in kept.select("job_id").collect()) == [job_id(i) for i in range(2, 7)]
+    quarantine = _table(spark, config, "quarantine", "itp_jobs").select("raw_line", "reasons", "source_file")
+    m = "raw-traces.tar.gz!cluster"
+    expected = spark.createDataFrame([
+        (f"{job_id(10)},1000,abc,2", ["duration: 'abc' is not a valid bigint"], f"{m}02.csv"),
+        (f"{job_id(11)},1100", ["expected 4 fields, found 2"], f"{m}02.csv"),
+        (f"{job_id(12)},1200,900,3", ["column_values_to_be_in_set(num_gpu)"], f"{m}02.csv"),
+        (f"{job_id(1)},1300,900,2", ["column_values_to_be_unique(job_id)"], f"{m}02.csv"),
+        (f"{job_id(1)},100,601,1", ["column_values_to_be_unique(job_id)"], f"{m}01.csv"),
+    ], "raw_line string, reasons array<string>, source_file string")
+    assertDataFrameEqual(quarantine, expected)
+
+
+def test_raw_rows_equal_kept_plus_quarantined_in_the_tables(engine, spark, config, tmp_path):
+    raw = _raw(tmp_path, BROKEN[:3])
+    [stats] = run_ingest(engine, config, "itp", raw)
+    kept = _table(spark, config, "bronze", "itp_jobs").count()
+    quarantined = _table(spark, config, "quarantine", "itp_jobs").count()
+    assert (stats.rows_read, kept, quarantined) == (8, 5, 3)
+    assert stats.rows_read == kept + quarantined == stats.rows_kept + stats.rows_quarantined
+    results = _table(spark, config, "ops", "quality_results")
+    parse = results.filter(F.col("expectation_id") == "tracelake_parse").first()
+    assert (parse.element_count, parse.unexpected_count, parse.success) == (8, 2, False)
+    gpu = results.filter(F.col("expectation_id") == "column_values_to_be_in_set(num_gpu)").first()
+    assert (gpu.element_count, gpu.unexpected_count, gpu.severity) == (6, 1, "quarantine")
+
+
+def test_rerun_is_a_no_op_and_a_changed_file_changes_only_its_rows(engine, spark, config, tmp_path):
+    raw = _raw(tmp_path, [f"{job_id(6)},600,700,8", f"{job_id(7)},700,800,2"])
+    run_ingest(engine, config, "itp", raw)
+    path = config.table_path("bronze", "itp_jobs")
+    first = _table(spark, config, "bronze", "itp_jobs").drop("ingest_ts")
+    first_rows = sorted(first.collect())
+    version = history(engine, path, 1)[0].version
+
+    run_ingest(engine, config, "itp", raw)  # identical inputs
+    again = _table(spark, config, "bronze", "itp_jobs").drop("ingest_ts")
+    assertDataFrameEqual(again, first)
+    assert sorted(again.collect()) == first_rows  # same run ids too: no row was rewritten
+    assert history(engine, path, 1)[0].version == version
+
+    # cluster02 changes: job 6 gets another duration, job 7 disappears, job 8 appears
+    raw = _raw(tmp_path, [f"{job_id(6)},600,999,8", f"{job_id(8)},800,800,4"])
+    run_ingest(engine, config, "itp", raw)
+    table = _table(spark, config, "bronze", "itp_jobs")
+    assert table.count() == 7
+    runs = {r.job_id: r.ingest_run_id for r in table.select("job_id", "ingest_run_id").collect()}
+    old_run = first_rows[0].ingest_run_id
+    assert {j for j, r in runs.items() if r != old_run} == {job_id(6), job_id(8)}
+    assert job_id(7) not in runs
+    assert table.filter(F.col("job_id") == job_id(6)).first().duration == 999
+    assert table.filter(F.col("cluster") == "cluster01").count() == 5
+
+
+def test_critical_failure_commits_nothing_to_the_target(engine, spark, config, tmp_path):
+    run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
+    path = config.table_path("bronze", "itp_jobs")
+    before_version = history(engine, path, 1)[0].version
+    before = _table(spark, config, "bronze", "itp_jobs").collect()
+
+    # every row of every file broken: the row-count rule (critical) fails on zero parsed rows
+    write_archive(tmp_path / "bad" / "raw-traces.tar.gz", {
+        "cluster01.csv": itp_csv(["x,1"]), "cluster02.csv": itp_csv(["y"])})
+    with pytest.raises(QualityGateFailed, match="critical expectation.*table_row_count_to_be_between"):
+        run_ingest(engine, config, "itp", str(tmp_path / "bad"))
+    assert history(engine, path, 1)[0].version == before_version
+    assert sorted(_table(spark, config, "bronze", "itp_jobs").collect()) == sorted(before)
+    failed = _table(spark, config, "ops", "quality_results").filter(~F.col("success") & (F.col("severity") == "critical"))
+    assert [r.expectation_id for r in failed.collect()] == ["table_row_count_to_be_between"]
+
+
+def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_path):
+    run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
+    lake.register_all(spark, config)
+    got = spark.sql("SELECT cluster, count(*) AS n FROM bronze.itp_jobs GROUP BY cluster")
+    assertDataFrameEqual(got, spark.createDataFrame([("cluster01", 5), ("cluster02", 1)], "cluster string, n long"))
+    assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0

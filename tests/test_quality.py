@@ -1,0 +1,77 @@
+import json
+
+import pytest
+
+from tracelake.errors import TracelakeError
+from tracelake.quality import expectation_id, load_suite, run_gate
+
+pytestmark = pytest.mark.portable
+
+SUITE = {
+    "name": "t",
+    "expectations": [
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"min_value": 1}, "meta": {"severity": "critical"}},
+        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "num_gpu", "value_set": [1, 2, 4, 8]},
+         "meta": {"severity": "quarantine"}},
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "job_id"}, "meta": {"severity": "quarantine"}},
+        {"type": "expect_column_values_to_be_between", "kwargs": {"column": "duration", "min_value": 600},
+         "meta": {"severity": "warning", "id": "short_jobs"}},
+        {"type": "unexpected_rows_expectation",
+         "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE duration > 1000"},
+         "meta": {"severity": "warning", "id": "long_jobs"}},
+    ],
+}
+
+
+def _frame(spark, rows):
+    return spark.createDataFrame(rows, "job_id string, num_gpu int, duration bigint, _row_id string")
+
+
+def test_row_rules_name_the_rows_and_others_only_record(spark):
+    df = _frame(spark, [("a", 1, 700, "r1"), ("b", 3, 650, "r2"), ("c", 2, 500, "r3"),
+                        ("c", 2, 2000, "r4"), ("d", 8, 601, "r5")])
+    outcome = run_gate(df, SUITE, "_row_id")
+    assert outcome.quarantined == {
+        "r2": ["column_values_to_be_in_set(num_gpu)"],
+        "r3": ["column_values_to_be_unique(job_id)"],
+        "r4": ["column_values_to_be_unique(job_id)"],
+    }
+    by_id = {r.expectation_id: r for r in outcome.results}
+    assert [r.expectation_id for r in outcome.results] == [
+        "table_row_count_to_be_between", "column_values_to_be_in_set(num_gpu)",
+        "column_values_to_be_unique(job_id)", "short_jobs", "long_jobs",
+    ]
+    assert by_id["table_row_count_to_be_between"].observed_value == "5"
+    assert (by_id["short_jobs"].success, by_id["short_jobs"].unexpected_count) == (False, 1)
+    assert (by_id["long_jobs"].unexpected_count, by_id["long_jobs"].element_count) == (1, 5)
+    assert by_id["long_jobs"].unexpected_percent == pytest.approx(20.0)
+    assert json.loads(by_id["column_values_to_be_in_set(num_gpu)"].kwargs_json) == {
+        "column": "num_gpu", "value_set": [1, 2, 4, 8]}
+    assert outcome.critical_failures == []
+
+
+def test_critical_failure_is_reported(spark):
+    outcome = run_gate(_frame(spark, []), SUITE, "_row_id")
+    assert [r.expectation_id for r in outcome.critical_failures] == ["table_row_count_to_be_between"]
+    assert outcome.quarantined == {}
+
+
+def test_table_level_rule_cannot_quarantine(spark):
+    suite = {"name": "bad", "expectations": [
+        {"type": "expect_table_row_count_to_be_between", "kwargs": {"max_value": 1}, "meta": {"severity": "quarantine"}}]}
+    with pytest.raises(TracelakeError, match="not row-level and cannot quarantine"):
+        run_gate(_frame(spark, [("a", 1, 700, "r1"), ("b", 1, 700, "r2")]), suite, "_row_id")
+
+
+def test_suite_files_need_a_known_severity(tmp_path):
+    (tmp_path / "bronze.x.json").write_text(json.dumps({"name": "bronze.x", "expectations": [
+        {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "a"}, "meta": {}}]}))
+    with pytest.raises(TracelakeError, match="meta.severity must be one of"):
+        load_suite("bronze.x", tmp_path)
+
+
+def test_expectation_ids_are_readable():
+    assert expectation_id({"type": "expect_compound_columns_to_be_unique",
+                           "kwargs": {"column_list": ["a", "b"]}}) == "compound_columns_to_be_unique(a,b)"
+    assert expectation_id({"type": "expect_column_pair_values_a_to_be_greater_than_b",
+                           "kwargs": {"column_A": "x", "column_B": "y"}}) == "column_pair_values_a_to_be_greater_than_b(x,y)"

@@ -1,0 +1,71 @@
+import pytest
+from pyspark.sql import types as T
+
+from tracelake.errors import TracelakeError
+from tracelake.schema import all_table_names, describe_markdown, load_schema, parse_schema, quarantine_schema
+from tracelake.quality import load_suite
+
+
+def test_every_table_has_a_schema_and_a_gated_suite():
+    names = all_table_names()
+    assert names == [
+        "bronze.elasticflow_jobs", "bronze.itp_jobs", "bronze.zeus_alibaba_groups",
+        "bronze.zeus_power", "bronze.zeus_train", "gold.zeus_time_energy_to_accuracy",
+        "ops.quality_results",
+    ]
+    for name in names:
+        schema = load_schema(name)
+        assert all(c.description for c in schema.columns), name
+        if schema.layer in ("bronze", "gold"):
+            suite = load_suite(name)
+            assert suite["name"] == name
+            assert any(e["meta"]["severity"] == "critical" for e in suite["expectations"])
+
+
+def test_bronze_schema_carries_lineage_and_explicit_types():
+    schema = load_schema("bronze.itp_jobs")
+    assert schema.column_names == [
+        "cluster", "job_id", "submission_time", "duration", "num_gpu",
+        "source_file", "ingest_run_id", "ingest_ts",
+    ]
+    assert schema.keys == ("job_id",)
+    assert schema.raw_header == ("job_id", "submission_time", "duration", "num_gpu")
+    spark_schema = schema.spark_schema()
+    assert spark_schema["duration"].dataType == T.LongType()
+    assert spark_schema["num_gpu"].dataType == T.IntegerType()
+    assert spark_schema["ingest_ts"].dataType == T.TimestampType()
+    assert [c.name for c in schema.data_columns][-1] == "num_gpu"
+
+
+def test_describe_is_generated_from_the_schema_file():
+    text = describe_markdown(load_schema("bronze.zeus_power"))
+    assert text.startswith("# bronze.zeus_power\n")
+    assert "| average_power | double | no | W | average_power |" in text
+    assert "Keys: gpu, dataset, network, batch_size, optimizer, power_limit" in text
+
+
+def test_quarantine_layout_is_shared():
+    q = quarantine_schema("itp_jobs")
+    assert q.full_name == "quarantine.itp_jobs"
+    assert q.column_names == ["source_file", "raw_line", "raw_values_json", "reasons", "ingest_run_id", "ingest_ts"]
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"table": "t", "layer": "platinum", "columns": []}, "layer must be one of"),
+        ({"table": "t", "layer": "gold", "columns": [{"name": "a", "type": "varchar", "description": "x"}]}, "unknown type"),
+        ({"table": "t", "layer": "gold", "keys": ["b"], "columns": [{"name": "a", "type": "int", "description": "x"}]}, "not a column"),
+        ({"table": "t", "layer": "gold", "colums": []}, "unknown keys"),
+        ({"table": "t", "layer": "gold", "raw": {"header": ["x"]},
+          "columns": [{"name": "a", "type": "int", "description": "x", "source": "y"}]}, "not in raw.header"),
+    ],
+)
+def test_bad_schema_files_are_rejected(data, message):
+    with pytest.raises(TracelakeError, match=message):
+        parse_schema(data, "test.yaml")
+
+
+def test_unknown_table():
+    with pytest.raises(TracelakeError, match="no schema for table 'bronze.nope'"):
+        load_schema("bronze.nope")
