@@ -1,4 +1,4 @@
-"""`tracelake` command line: ingest, query, tables, describe, generate, demo.
+"""`tracelake` command line: ingest, query, tables, describe, generate, report, demo.
 
 Errors print as one line (`tracelake: error: …`) with a non-zero exit; TRACELAKE_DEBUG=1 shows
 the traceback.
@@ -32,8 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracelake", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
+    from tracelake.generators import generator_names
+    from tracelake.sources import source_names
+
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
-    p.add_argument("source", help="itp | zeus")
+    p.add_argument("source", help=" | ".join(source_names()))
     p.add_argument("--raw", help="folder with the source's raw files")
     _common(p)
 
@@ -48,10 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", help="layer.table, e.g. bronze.itp_jobs")
 
     p = sub.add_parser("generate", help="write synthetic raw files in a source's real format")
-    p.add_argument("source", help="itp | zeus")
+    p.add_argument("source", help=" | ".join(generator_names()))
     p.add_argument("--out", required=True)
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hours", type=int, help="hours of data to generate (zhejiang)")
+    p.add_argument("--tasks", type=int, help="training tasks to generate (zhejiang)")
+
+    p = sub.add_parser("report", help="write figures (PNG) and an HTML page from the gold tables")
+    p.add_argument("--out", required=True)
+    _common(p)
 
     p = sub.add_parser("demo", help="ingest everything available (real files or generated) and summarise")
     _common(p)
@@ -182,9 +191,21 @@ def cmd_describe(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from tracelake.generators import generate
 
-    written = generate(args.source, args.out, scale=args.scale, seed=args.seed)
+    written = generate(args.source, args.out, scale=args.scale, seed=args.seed,
+                       hours=args.hours, tasks=args.tasks)
     for path in written:
         print(path)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tracelake.lake import register_all
+    from tracelake.reports import build_report
+
+    with _engine(args) as (engine, config):
+        register_all(engine.spark, config)
+        for path in build_report(engine, config, args.out):
+            print(path)
     return 0
 
 
@@ -201,7 +222,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
-    "generate": cmd_generate, "demo": cmd_demo,
+    "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo,
 }
 
 

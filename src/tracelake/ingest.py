@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -119,14 +120,23 @@ def split_by_gate(
     return kept, set_aside
 
 
-def ingest_table(
-    spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile]
-) -> TableStats:
-    """Ingest raw files into one bronze table; returns what happened to every row read."""
-    schema = load_schema(table)
+def parse_delimited(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """The default parser: delimited text files with the schema's fixed raw header."""
     for raw in files:
         check_header(raw, schema)
-    parsed = _materialize(spark, parse_lines(read_raw_lines(spark, files, schema), schema), run, table)
+    return parse_lines(read_raw_lines(spark, files, schema), schema)
+
+
+def ingest_table(
+    spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
+    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame] | None = None,
+) -> TableStats:
+    """Ingest raw files into one bronze table; returns what happened to every row read.
+
+    `parser` turns the files into the parse_lines contract (see sources.Parser); the gate,
+    quarantine and MERGE that follow are the same for every source."""
+    schema = load_schema(table)
+    parsed = _materialize(spark, (parser or parse_delimited)(spark, files, schema), run, table)
     rows_read = parsed.count()
     bad = parsed.filter(F.size(PARSE_ERRORS) > 0)
     good = parsed.filter(F.size(PARSE_ERRORS) == 0)

@@ -39,6 +39,15 @@ def table_exists(spark: SparkSession, path: str) -> bool:
         return False
 
 
+def read_tables(spark: SparkSession, config: Config, *names: str) -> list[DataFrame | None]:
+    """Lake tables by `layer.table`, None for each that does not exist yet."""
+    frames: list[DataFrame | None] = []
+    for name in names:
+        path = config.table_path(*name.split(".", 1))
+        frames.append(spark.read.format("delta").load(path) if table_exists(spark, path) else None)
+    return frames
+
+
 def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
     """Make `layer.table` resolve to the Delta path in this session's catalog."""
     name, path = config.table_name(layer, table), config.table_path(layer, table)

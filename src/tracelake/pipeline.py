@@ -27,6 +27,23 @@ def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
     return path
 
 
+def rebuild_derived(
+    engine: Engine, config: Config, run: Run, derived: list, changed: set[str], step: Step
+) -> list[TableStats]:
+    """Rebuild each derived table one of whose inputs changed in this run, in list order."""
+    stats: list[TableStats] = []
+    for table, build, inputs in derived:
+        if not changed.intersection(inputs):
+            continue
+        with step(f"{table}: rebuilding"):
+            frame = build(engine.spark, config)
+            if frame is None:
+                continue
+            stats.append(publish_derived(engine.spark, config, run, table, frame))
+            changed.add(table)
+    return stats
+
+
 def run_ingest(
     engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None
 ) -> list[TableStats]:
@@ -40,15 +57,10 @@ def run_ingest(
             inputs = module.plan(raw_dir, run.staging)
         for item in inputs:
             with step(f"{item.table}: {len(item.files)} file(s)"):
-                stats.append(ingest_table(engine.spark, config, run, item.table, item.files))
-        present = {s.table for s in stats}
-        for table, build, needs in module.DERIVED:
-            if not all(lake.table_exists(engine.spark, config.table_path(*n.split("."))) for n in needs):
-                continue
-            if not present.intersection(needs):
-                continue
-            with step(f"{table}: rebuilding"):
-                stats.append(publish_derived(engine.spark, config, run, table, build(engine.spark, config)))
+                stats.append(
+                    ingest_table(engine.spark, config, run, item.table, item.files, item.parser)
+                )
+        stats += rebuild_derived(engine, config, run, module.DERIVED, {s.table for s in stats}, step)
     finally:
         run.cleanup()
     lake.register_all(engine.spark, config)

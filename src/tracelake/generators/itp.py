@@ -54,7 +54,7 @@ def _add(tar: tarfile.TarFile, name: str, lines: list[str]) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def generate(out: Path, scale: float, seed: int) -> list[Path]:
+def generate(out: Path, scale: float, seed: int) -> list[Path]:  # no options
     rng = random.Random(seed)
     clusters = {c: _jobs(c, max(1, round(n * scale)), rng) for c, n in RELEASE_ROWS.items()}
     raw_path, ef_path = out / "raw-traces.tar.gz", out / "elasticflow-traces.tar.gz"

@@ -71,7 +71,7 @@ def _write(path: Path, header: str, rows: list[str]) -> Path:
     return path
 
 
-def generate(out: Path, scale: float, seed: int) -> list[Path]:
+def generate(out: Path, scale: float, seed: int) -> list[Path]:  # no options
     rng = random.Random(seed)
     alibaba = out / "alibaba_groups.csv.xz"
     with lzma.open(alibaba, "wt", encoding="utf-8") as fh:

@@ -1,32 +1,43 @@
-"""Registry of ingestible sources: each maps a raw folder to bronze inputs, and may derive more.
+"""Registry of ingestible sources: every module in this package is one source, named after it.
 
-A source module provides `plan(raw_dir, staging) -> list[TableInput]` and optionally
-`DERIVED`: a list of (table, builder) where builder(spark, config) returns the derived frame
-from lake tables.
+A source module provides:
+  plan(raw_dir, staging) -> list[TableInput]   the bronze tables to fill and from which files;
+  DERIVED: list of (table, builder, inputs)     tables rebuilt when any of `inputs` was ingested
+                                                 in the run; builder(spark, config) returns the
+                                                 frame, or None when its inputs are not there yet.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.errors import TracelakeError
 from tracelake.reader import RawFile
+from tracelake.schema import TableSchema
+
+# (spark, files, schema) -> frame with the parse_lines contract: the schema's data columns,
+# source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>, empty = good)
+Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame]
 
 
 @dataclass(frozen=True)
 class TableInput:
     table: str
     files: list[RawFile]
+    parser: Parser | None = None  # None: delimited text with the schema's fixed raw header
+
+
+def source_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
 def get_source(name: str) -> ModuleType:
-    from tracelake.sources import itp, zeus
-
-    registry = {"itp": itp, "zeus": zeus}
-    if name not in registry:
-        raise TracelakeError(f"unknown source '{name}' (known: {', '.join(sorted(registry))})")
-    return registry[name]
-
-
-SOURCE_NAMES = ("itp", "zeus")
+    if name not in source_names():
+        raise TracelakeError(f"unknown source '{name}' (known: {', '.join(source_names())})")
+    return importlib.import_module(f"tracelake.sources.{name}")

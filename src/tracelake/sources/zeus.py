@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
+from tracelake.lake import read_tables
 from tracelake.reader import RawFile
 from tracelake.sources import TableInput
 from tracelake.transforms.zeus import time_energy_to_accuracy
@@ -57,11 +58,11 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
-def _gold_tta(spark: SparkSession, config: Config) -> DataFrame:
-    train = spark.read.format("delta").load(config.table_path("bronze", "zeus_train"))
-    power = spark.read.format("delta").load(config.table_path("bronze", "zeus_power"))
+def _gold_tta(spark: SparkSession, config: Config) -> DataFrame | None:
+    train, power = read_tables(spark, config, "bronze.zeus_train", "bronze.zeus_power")
+    if train is None or power is None:
+        return None
     return time_energy_to_accuracy(train, power)
 
 
-# derived tables and the bronze tables each needs
 DERIVED = [("gold.zeus_time_energy_to_accuracy", _gold_tta, ("bronze.zeus_train", "bronze.zeus_power"))]

@@ -1,0 +1,1 @@
+"""AcmeTrace (Seren/Kalos) jobs and utilization: parsers, generator, derived tables."""

@@ -1,0 +1,12 @@
+"""Zhejiang hourly (placeholder until implemented)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DERIVED: list = []
+
+
+def plan(raw_dir: Path, staging: Path) -> list:
+    """TableInputs for the hourly files found in raw_dir; [] when there are none."""
+    return []

@@ -1,0 +1,12 @@
+"""Zhejiang topology (placeholder until implemented)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DERIVED: list = []
+
+
+def plan(raw_dir: Path, staging: Path) -> list:
+    """TableInputs for the topology files found in raw_dir; [] when there are none."""
+    return []
