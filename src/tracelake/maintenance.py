@@ -42,10 +42,15 @@ def optimize(engine: Engine, path: str) -> None:
         engine.spark.sql(f"OPTIMIZE delta.`{path}`").collect()
 
 
-def vacuum(engine: Engine, path: str, retention_hours: int = 168) -> None:
+def vacuum(engine: Engine, path: str, retention_hours: int = 168, enforce_retention: bool = True) -> None:
+    """Delete files older than the retention; below Delta's 7-day minimum only when asked."""
     if not engine.delta_native_sql:
         from deltalake import DeltaTable
 
-        DeltaTable(path).vacuum(retention_hours=retention_hours, dry_run=False)
+        DeltaTable(path).vacuum(
+            retention_hours=retention_hours, dry_run=False, enforce_retention_duration=enforce_retention
+        )
     else:
+        if not enforce_retention:
+            engine.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         engine.spark.sql(f"VACUUM delta.`{path}` RETAIN {int(retention_hours)} HOURS").collect()

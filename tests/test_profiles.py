@@ -1,0 +1,62 @@
+"""The `connect` profile against a separate Spark Connect server, and the maintenance adapter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tracelake.maintenance import history, optimize, vacuum
+from tracelake.pipeline import run_ingest
+
+from helpers import itp_csv, job_id, write_archive
+from test_cli import rows, tracelake
+
+SERVER = """
+import sys, time
+from pysail.spark import SparkConnectServer
+server = SparkConnectServer(ip="127.0.0.1", port=0)
+server.start(background=True)
+print("%s:%d" % server.listening_address, flush=True)
+sys.stdin.read()  # serve until the test closes our stdin
+server.stop()
+"""
+
+
+@pytest.fixture
+def connect_server():
+    proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "RUST_LOG": "error"})
+    address = proc.stdout.readline().strip()
+    yield f"sc://{address}"
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_connect_profile_runs_the_same_job(connect_server, tmp_path):
+    assert connect_server.startswith("sc://127.0.0.1:")
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(i)},{i},{600 + i},2" for i in range(1, 4)])})
+    common = ["--profile", "connect", "--connect-url", connect_server, "--lake", str(lake)]
+    ingest = tracelake("ingest", "itp", "--raw", str(raw), *common)
+    assert ingest.returncode == 0, ingest.stderr
+    q = tracelake("query", "SELECT count(*) AS n, sum(duration * num_gpu) AS gpu_s FROM bronze.itp_jobs", *common)
+    assert rows(q.stdout) == [["n", "gpu_s"], ["3", str(2 * (601 + 602 + 603))]]
+
+
+def test_maintenance_adapter_compacts_and_vacuums(engine, spark, config, tmp_path):
+    raw = tmp_path / "raw"
+    for n in range(3):  # three changing runs leave three MERGE commits and small files
+        write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(i)},{i},{600 + n},1" for i in range(1, 5)])})
+        run_ingest(engine, config, "itp", str(raw))
+    path = config.table_path("bronze", "itp_jobs")
+    assert [c.operation for c in history(engine, path)] == ["MERGE", "MERGE", "MERGE", "CREATE TABLE"]
+    optimize(engine, path)
+    vacuum(engine, path, retention_hours=0, enforce_retention=False)
+    commits = history(engine, path)
+    assert commits[0].operation in ("VACUUM END", "OPTIMIZE")
+    assert "OPTIMIZE" in [c.operation for c in commits]
+    table = spark.read.format("delta").load(path)
+    assert sorted(r.duration for r in table.collect()) == [602, 602, 602, 602]
