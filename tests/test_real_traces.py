@@ -6,7 +6,6 @@ import lzma
 import shutil
 
 import pytest
-from pyspark.sql import functions as F
 
 from tracelake import lake
 from tracelake.generators import generate
@@ -48,7 +47,8 @@ def test_second_identical_run_changes_nothing(spark, itp_lake):
     config, first, second = itp_lake
     for a, b in zip(first, second):
         assert (a.table, a.rows_read, a.rows_kept, a.rows_quarantined) == (b.table, b.rows_read, b.rows_kept, b.rows_quarantined)
-    assert [(s.rows_read, s.rows_kept, s.rows_quarantined) for s in second] == [(69351, 69351, 0), (69546, 69546, 0)]
+    bronze = {s.table: (s.rows_read, s.rows_kept, s.rows_quarantined) for s in second if s.table.startswith("bronze.")}
+    assert bronze == {"bronze.itp_jobs": (69351, 69351, 0), "bronze.elasticflow_jobs": (69546, 69546, 0)}
     runs = spark.sql("SELECT DISTINCT ingest_run_id FROM bronze.itp_jobs").collect()
     assert len(runs) == 1  # every row still carries the first run: nothing was rewritten
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0

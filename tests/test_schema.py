@@ -9,14 +9,23 @@ from tracelake.quality import load_suite
 def test_every_table_has_a_schema_and_a_gated_suite():
     names = all_table_names()
     assert names == [
+        "bronze.acme_jobs", "bronze.acme_power", "bronze.acme_utilization",
         "bronze.elasticflow_jobs", "bronze.itp_jobs", "bronze.zeus_alibaba_groups",
-        "bronze.zeus_power", "bronze.zeus_train", "gold.zeus_time_energy_to_accuracy",
+        "bronze.zeus_power", "bronze.zeus_train",
+        "bronze.zj_flow", "bronze.zj_gpu_nic", "bronze.zj_link", "bronze.zj_nic",
+        "bronze.zj_port_counters", "bronze.zj_port_minute", "bronze.zj_task_log_events",
+        "bronze.zj_task_pods", "bronze.zj_topology",
+        "gold.jobs_characterization", "gold.jobs_duration_comparison", "gold.jobs_duration_quantiles",
+        "gold.jobs_gpu_count_cdf", "gold.zeus_time_energy_to_accuracy",
+        "gold.zj_iteration_network", "gold.zj_task_network_summary",
         "ops.quality_results",
+        "silver.jobs", "silver.zj_link_wiring", "silver.zj_nic_map", "silver.zj_nic_rates",
+        "silver.zj_port_rates", "silver.zj_task_iterations", "silver.zj_task_paths", "silver.zj_task_ranks",
     ]
     for name in names:
         schema = load_schema(name)
         assert all(c.description for c in schema.columns), name
-        if schema.layer in ("bronze", "gold"):
+        if schema.layer in ("bronze", "silver", "gold"):
             suite = load_suite(name)
             assert suite["name"] == name
             assert any(e["meta"]["severity"] == "critical" for e in suite["expectations"])

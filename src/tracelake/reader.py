@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -56,9 +55,20 @@ def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchem
         line = F.regexp_replace(F.col("value"), "\r$", "")
         cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
         cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
-        frames.append(spark.read.text(str(raw.path)).select(*cols))
-    lines = reduce(DataFrame.unionByName, frames)
-    return lines.filter(F.col("raw_line") != F.lit(header))
+        # lineSep "\n": with the default, Sail yields an empty extra line when a split falls
+        # between "\r" and "\n" of a CRLF file (measured); "\r" is stripped above instead.
+        frames.append(spark.read.option("lineSep", "\n").text(str(raw.path)).select(*cols))
+    return union_all(frames).filter(F.col("raw_line") != F.lit(header))
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    """Union as a balanced tree: a left-deep chain of ~350 unions crashes the Sail server."""
+    while len(frames) > 1:
+        frames = [
+            frames[i].unionByName(frames[i + 1]) if i + 1 < len(frames) else frames[i]
+            for i in range(0, len(frames), 2)
+        ]
+    return frames[0]
 
 
 def _typed(raw: Column, type_name: str, fmt: str | None) -> Column:

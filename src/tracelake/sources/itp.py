@@ -18,7 +18,7 @@ RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
 CLUSTER_MEMBER = re.compile(r"^(cluster\d{2})\.csv$")
 TESTBED_MEMBER = "195job.csv"
-DERIVED: list = []  # ITP has no derived tables yet
+from tracelake.acme.jobs import JOB_TABLES as DERIVED  # noqa: E402 - silver.jobs + gold job tables read ITP too
 
 
 def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:

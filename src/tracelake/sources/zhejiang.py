@@ -7,9 +7,9 @@ from pathlib import Path
 
 from tracelake.errors import TracelakeError
 from tracelake.sources import TableInput
-from tracelake.zhejiang import hourly, ports, tasklogs, topology
+from tracelake.zhejiang import correlate, hourly, ports, tasklogs, topology
 
-PARTS = (topology, ports, hourly, tasklogs)
+PARTS = (topology, ports, hourly, tasklogs, correlate)
 DERIVED = [entry for part in PARTS for entry in part.DERIVED]
 
 

@@ -1,0 +1,297 @@
+"""Benchmark the Zhejiang cross-layer correlation (issue 6) on the local profile.
+
+Generates one release-shaped folder: one task of 4 hosts (32 ranks) whose log covers a whole day,
+H hours (default 4) of per-port counters for ALL 24 switches (20 GPU leafs x 95 ports + 4 storage
+leafs x 65 = 2,160 files, about 11.3 M rows an hour, as the real release), the hourly
+flow/nic/link/port CSVs and the ground truth. The world generator writes counters only for the
+ports its tasks use; here the port writer is asked for every port, with the world's load model.
+
+Each phase runs in its own process, so its peak RSS (the in-process Sail server included) is
+its own:
+  ingest     tracelake's zhejiang ingest, one run per traffic hour into its own lake (the
+             first also takes the workbook and the task). One lake for all hours does not fit:
+             ingesting a second full hour into a lake that has one was killed by the kernel at
+             21.5 GB RSS on this 23 GB machine.
+  combine    the task tables of the first lake and the network tables of the first 1, 2, 4
+             hours' lakes appended into one lake (a bench shortcut, not timed as correlation);
+  correlate  silver.zj_task_paths, gold.zj_iteration_network, gold.zj_task_network_summary
+             computed from that lake and written to Parquet: the correlation step alone.
+Prints wall time and peak memory, and recall/precision of the suspects against the ground truth.
+
+    python bench/zj_correlate.py [--hours 1 2 4] [--work DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+SEED = 3
+DAY_S = 24 * 3600
+
+
+def _all_ports() -> list[tuple[str, str]]:
+    from tracelake.zhejiang._cluster import LEAF_RACKS, ST_LEAFS, leaf_name, switch_folder
+
+    ports = []
+    for n in range(1, len(LEAF_RACKS) + 1):
+        folder = switch_folder(leaf_name(n))
+        ports += [(folder, "M-GigabitEthernet0/0/0")]
+        ports += [(folder, f"TwoHundredGigE1/0/{p}:{s}") for p in range(1, 31) for s in (1, 2)]
+        ports += [(folder, f"FourHundredGigE1/0/{p}") for p in range(31, 65)]
+    for device in ST_LEAFS:
+        folder = switch_folder(device)
+        ports += [(folder, "M-GigabitEthernet0/0/0")] + [(folder, f"FourHundredGigE1/0/{p}") for p in range(1, 65)]
+    return ports
+
+
+def _every_port_writer():
+    """generate_ports for every port of every switch, fed the World's load as fractions."""
+    import importlib
+
+    mod = importlib.import_module("tracelake.zhejiang.generate_ports")
+    everything = _all_ports()
+
+    def write_port_hour(root, hour, ports, load, seed):
+        world, root = getattr(load, "__self__", None), Path(root)
+        out = root.parent if root.name == "trafficinfo" else root  # the writer appends trafficinfo/
+        wanted = sorted(set(everything) | set(ports))
+
+        def fractions(folder, port, t):
+            return world.port_util(folder.replace("_GPU_S9825", ".GPU.S9825"), port, t)
+
+        return mod.write_port_hour(out, hour, wanted, fractions if world is not None else load, seed)
+
+    return types.SimpleNamespace(write_port_hour=write_port_hour)
+
+
+def _whole_day(original):
+    """write_tasks that first continues every task at its base pace until a day after its start."""
+    from tracelake.zhejiang.world import Iteration
+
+    def write_tasks(world, out, seed):
+        for task in world.tasks:
+            t, i = task.iterations[-1].end, task.iterations[-1].index
+            while t < task.start + DAY_S:
+                i += 1
+                comm = t + task.base_iter_s * (1 - task.comm_frac)
+                end = comm + task.base_iter_s * task.comm_frac
+                pause = task.base_iter_s * 0.75 if i % task.save_steps == 0 else 0.0  # checkpoint
+                task.iterations.append(Iteration(i, round(t, 3), round(end + pause, 3), round(comm, 3), round(end, 3),
+                                                 ["checkpoint"] if pause else []))
+                t = end + pause
+        return original(world, out, seed)
+
+    return write_tasks
+
+
+def generate_world(raw: Path, hours: int) -> None:
+    from tracelake.generators import generate
+    from tracelake.zhejiang import generate as zj
+
+    with contextlib.ExitStack() as stack:
+        saved = zj._port_writer, zj.write_tasks
+        stack.callback(lambda: (setattr(zj, "_port_writer", saved[0]), setattr(zj, "write_tasks", saved[1])))
+        zj._port_writer, zj.write_tasks = _every_port_writer, _whole_day(zj.write_tasks)
+        generate("zhejiang", raw, scale=1.0, seed=SEED, hours=hours, tasks=1)
+
+
+# ---------------------------------------------------------------- the measured phases
+
+TASK_TABLES = ("silver.zj_task_ranks", "silver.zj_task_iterations", "silver.zj_task_paths")
+NETWORK_TABLES = ("silver.zj_port_rates", "bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link")
+
+
+def _engine(lake: Path):
+    from tracelake.config import load_config
+    from tracelake.engine import start_engine
+
+    config = load_config(profile="local", overrides={"lake_root": str(lake)},
+                         conf_pairs=["spark_conf.spark.sql.shuffle.partitions=2"])
+    return start_engine(config), config
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def phase_ingest(raw: Path, lake: Path) -> dict:
+    from tracelake.pipeline import run_ingest
+
+    engine, config = _engine(lake)
+    steps: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def step(label: str):
+        t = time.perf_counter()
+        yield
+        steps[label] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    stats = run_ingest(engine, config, "zhejiang", str(raw), step)
+    wall = time.perf_counter() - t
+    engine.stop()
+    return {"wall_s": wall, "peak_mb": _peak_mb(), "steps": steps, "rows": {s.table: s.rows_read for s in stats}}
+
+
+def phase_combine(lakes: list[Path], target: Path) -> dict:
+    """One lake with the task tables of the first hour's lake and the network tables of all,
+    appended hour by hour (a bench shortcut: see main)."""
+    engine, config = _engine(target)
+    spark = engine.spark
+    t = time.perf_counter()
+    for name in TASK_TABLES + NETWORK_TABLES:
+        layer, table = name.split(".")
+        sources = lakes[:1] if name in TASK_TABLES else lakes
+        for n, lake in enumerate(sources):
+            frame = spark.read.format("delta").load(str(lake / layer / table))
+            frame.write.format("delta").mode("overwrite" if n == 0 else "append").save(str(target / layer / table))
+    wall = time.perf_counter() - t
+    engine.stop()
+    return {"wall_s": wall, "peak_mb": _peak_mb()}
+
+
+def phase_correlate(lake: Path, out: Path) -> dict:
+    """The correlation tables from the lake (paths from the task tables, the gold table from
+    the paths and the network tables, the summary from the gold table), each computed and
+    written to Parquet once: the correlation step alone, without the quality gate."""
+    from tracelake.lake import read_tables
+    from tracelake.transforms.zhejiang_correlate import iteration_network, task_network_summary, task_paths
+    from tracelake.zhejiang.correlate import NETWORK_INPUTS
+
+    engine, config = _engine(lake)
+    spark, timings = engine.spark, {}
+    t0 = time.perf_counter()
+
+    def timed(name: str, frame):
+        t = time.perf_counter()
+        frame.write.mode("overwrite").parquet(str(out / name))
+        timings[name] = time.perf_counter() - t
+        return spark.read.parquet(str(out / name))
+
+    ranks, iterations, *network = read_tables(spark, config, "silver.zj_task_ranks", "silver.zj_task_iterations",
+                                              *NETWORK_INPUTS)
+    paths = timed("paths", task_paths(ranks, iterations))
+    gold = timed("iteration_network", iteration_network(paths, iterations, *network))
+    summary = timed("summary", task_network_summary(gold))
+    wall = time.perf_counter() - t0
+    rows = {"paths": paths.count(), "iteration_network": gold.count(), "summary": summary.count(),
+            "with_data": gold.filter("coverage > 0").count(),
+            "counter_rows": network[0].count()}
+    engine.stop()
+    return {"wall_s": wall, "peak_mb": _peak_mb(), "steps": timings, "rows": rows}
+
+
+def score(raw: Path, gold_parquet: Path, hours: int) -> str:
+    """Recall over the episodes inside the first `hours` hours, precision over every suspect."""
+    import pandas as pd
+
+    truth = json.loads((raw / "ground_truth.json").read_text(encoding="utf-8"))
+    gold = pd.read_parquet(gold_parquet).set_index(["task_id", "iteration"])
+    window_end = pd.Timestamp(truth["window_utc"][0]) + pd.Timedelta(hours=hours)
+    inside = [e for e in truth["episodes"] if pd.Timestamp(e["end_utc"]) <= window_end]
+    episodes = {e["id"]: e for e in truth["episodes"]}
+    causes = {(t["task_id"], it["iteration"]): it["causes"] for t in truth["tasks"] for it in t["iterations"]}
+
+    def blamed(task_id: str, iteration: int) -> tuple[str, str]:
+        row = gold.loc[(task_id, iteration)]
+        return row["suspect_switch"], row["suspect_port"]
+
+    found = sum(any(blamed(h["task_id"], i) == (e["switch"], e["port"])
+                    for h in e["slowed_iterations"] for i in h["iterations"]) for e in inside)
+    flagged = gold[gold["suspect_reason"] != "none"]
+    wrong = sum((r.suspect_switch, r.suspect_port) not in {(episodes[c]["switch"], episodes[c]["port"])
+                                                           for c in causes.get(k, []) if c in episodes}
+                for k, r in flagged.iterrows())
+    return f"recall {found}/{len(inside)}, precision {len(flagged) - wrong}/{len(flagged)}"
+
+
+# ---------------------------------------------------------------- driver
+
+def _run_phase(*args: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"phase {args[1]} failed with exit code {done.returncode} (-9: killed, e.g. out of "
+                         f"memory):\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def hour_parts(raw: Path, parts: Path) -> list[Path]:
+    """One raw folder per traffic hour (links); the workbook and the task go with the first."""
+    hours = sorted(p for p in (raw / "trafficinfo").iterdir() if p.is_dir())
+    folders = []
+    for n, hour in enumerate(hours):
+        part = parts / hour.name
+        (part / "trafficinfo").mkdir(parents=True)
+        (part / "trafficinfo" / hour.name).symlink_to(hour)
+        if n == 0:
+            for name in ("cluster_2000_A100.xlsx", "taskinfo"):
+                (part / name).symlink_to(raw / name)
+        folders.append(part)
+    return folders
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hours", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--phase", choices=["ingest", "combine", "correlate"], help=argparse.SUPPRESS)
+    parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--lake", type=Path, nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase == "ingest":
+        print(json.dumps(phase_ingest(args.raw, args.lake[0])))
+        return
+    if args.phase == "combine":
+        print(json.dumps(phase_combine(args.lake[1:], args.lake[0])))
+        return
+    if args.phase == "correlate":
+        print(json.dumps(phase_correlate(args.lake[0], args.lake[0] / "_bench")))
+        return
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="zj-correlate-bench-"))
+    shutil.rmtree(work / "world", ignore_errors=True)
+    raw = work / "world" / "raw"
+    t = time.perf_counter()
+    generate_world(raw, max(args.hours))
+    files = sum(1 for _ in (raw / "trafficinfo").glob("*/*/*.csv"))
+    print(f"zj correlate bench in {work} (local profile): one 4-host task over a day, {max(args.hours)} h of "
+          f"counters for all 24 switches, {files:,} per-port files, generated in {time.perf_counter() - t:.0f} s")
+    lakes = []
+    for n, part in enumerate(hour_parts(raw, work / "world" / "parts"), start=1):
+        lake = work / "world" / f"lake-hour{n}"
+        done = _run_phase("--phase", "ingest", "--raw", str(part), "--lake", str(lake))
+        lakes.append(lake)
+        slow = ", ".join(f"{k.split(':')[0]} {v:.0f} s" for k, v in done["steps"].items() if v >= 5)
+        print(f"  ingest of hour {n}: {done['wall_s']:6.1f} s, peak {done['peak_mb']:6.0f} MB, "
+              f"{done['rows'].get('bronze.zj_port_counters', 0):,} counter rows ({slow})")
+    for hours in args.hours:
+        target = work / "world" / f"lake-{hours}h"
+        shutil.rmtree(target, ignore_errors=True)
+        combined = _run_phase("--phase", "combine", "--lake", str(target), *map(str, lakes[:hours]))
+        corr = _run_phase("--phase", "correlate", "--lake", str(target))
+        rows = corr["rows"]
+        print(f"\n{hours} h of counters ({rows['counter_rows']:,} rate rows; lake assembled in "
+              f"{combined['wall_s']:.0f} s), {rows['iteration_network']:,} iterations "
+              f"({rows['with_data']:,} with data), {rows['paths']} path ports")
+        print(f"  correlate  {corr['wall_s']:6.1f} s  peak {corr['peak_mb']:6.0f} MB  ("
+              + ", ".join(f"{k} {v:.1f} s" for k, v in corr["steps"].items()) + ")")
+        print(f"  suspects   {score(raw, target / '_bench' / 'iteration_network', hours)}")
+    if not args.keep:
+        shutil.rmtree(work / "world", ignore_errors=True)
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

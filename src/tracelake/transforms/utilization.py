@@ -1,0 +1,225 @@
+"""Wide time-series CSVs (`Time` + one column per node/GPU/component) to long rows, in Spark.
+
+The AcmeTrace utilization release is ~80 GB of such files, so nothing here goes through pandas:
+lines are read as text, split, and exploded by position; what a position means (column name,
+node, GPU, file-level constants) comes from a small header frame, one row per file and position,
+joined back after the explode. The exploded frame carries only small per-cell columns: a line
+of 2,000 columns fans out 2,000 times, so anything line-sized carried through the explode would
+multiply (a first version carried the line and ran out of memory on 60 MB).
+
+Each cell carries its reasons to be set aside (`_parse_errors`), so the caller's ingest keeps
+rows read = kept + quarantined with one row per cell. Duplicate `Time` rows are found in two
+steps so the expensive part stays small: lines are grouped by (series, time), and only cells
+of repeated lines go through the window that keeps one cell per key.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+DUPLICATE_REASON = "duplicate Time row"
+MAX_INLINE_KEYS = 20_000
+FILE_INTS = ("file_id", "series_id", "n_cols", "time_pos", "id_pos")
+
+
+def epoch_or_timestamp(raw: Column, naive_zone: str) -> Column:
+    """UTC timestamp from epoch seconds (int or float), an ISO time with an offset, or a naive
+    `yyyy-MM-dd HH:mm:ss` read in `naive_zone`; null when it is none of these."""
+    seconds = raw.try_cast("double")
+    finite = seconds.isNotNull() & ~F.isnan(seconds) & (F.abs(seconds) < F.lit(1e11))
+    from_epoch = F.timestamp_micros(F.round(seconds * F.lit(1_000_000)).try_cast("long"))
+    with_offset = F.try_to_timestamp(raw, F.lit("yyyy-MM-dd HH:mm:ssXXX"))
+    naive = F.to_utc_timestamp(F.try_to_timestamp(raw, F.lit("yyyy-MM-dd HH:mm:ss")), naive_zone)
+    return F.coalesce(F.when(finite, from_epoch), with_offset, naive)
+
+
+def read_wide_lines(spark: SparkSession, files: list[dict]) -> DataFrame:
+    """Data lines of every file, one text read per file (no input_file_name() on Sail).
+
+    Each entry of `files` gives path, header_line and the ints file_id, series_id (files of one
+    series share it, e.g. the monthly files of a metric), n_cols, time_pos and id_pos (position
+    of a per-row id column such as the server, -1 when none). The header line is not data."""
+    frames = []
+    for f in files:
+        line = F.regexp_replace(F.col("value"), "\r$", "")
+        ints = [F.lit(int(f[name])).alias(name) for name in FILE_INTS]
+        frame = spark.read.text(f["path"]).select(*ints, line.alias("line"))
+        header = f["header_line"]
+        frames.append(frame.filter(~F.col("line").isin(header, "\ufeff" + header)))
+    return reduce(DataFrame.unionByName, frames)
+
+
+def split_lines(lines: DataFrame, naive_zone: str) -> DataFrame:
+    """One row per line: fields padded/cut to the header's width, time_raw, ts, id_raw,
+    line_error (null when well formed) and bad_line (the line itself, only when malformed)."""
+    fields = F.split(F.col("line"), ",", -1)
+    count_ok = F.size(fields) == F.col("n_cols")
+    padding = F.array_repeat(F.lit(None).cast("string"),
+                             F.greatest(F.col("n_cols") - F.size(fields), F.lit(0)))
+    values = F.when(count_ok, fields).otherwise(
+        F.slice(F.concat(fields, padding), 1, F.col("n_cols")))
+    # the first field without splitting: the repeated-line filter is pushed down to the scan,
+    # where a split of a 2,000-column line per test would double the line stage
+    time_raw = F.when(F.col("time_pos") == 0, F.substring_index(F.col("line"), ",", 1)).otherwise(
+        F.get(fields, F.col("time_pos"))).cast("string")
+    id_raw = F.when(F.col("id_pos") >= 0, F.get(fields, F.col("id_pos")))
+    split = lines.select(
+        *FILE_INTS, values.alias("values"), time_raw.alias("time_raw"), id_raw.alias("id_raw"),
+        F.when(~count_ok, F.col("line")).alias("bad_line"),
+        F.when(~count_ok, F.concat(F.lit("expected "), F.col("n_cols").cast("string"),
+                                   F.lit(" fields, found "), F.size(fields).cast("string")))
+        .alias("count_error"),
+    ).withColumn("ts", epoch_or_timestamp(F.col("time_raw"), naive_zone))
+    error = F.coalesce(
+        F.col("count_error"),
+        F.when(F.col("ts").isNull(), F.concat(
+            F.lit("Time: '"), F.coalesce(F.col("time_raw"), F.lit("")),
+            F.lit("' is not epoch seconds or a yyyy-MM-dd HH:mm:ss[XXX] time"))),
+        F.when((F.col("id_pos") >= 0) & (F.coalesce(F.length("id_raw"), F.lit(0)) == 0),
+               F.lit("node: missing value")),
+    )
+    return split.withColumn("line_error", error).drop("count_error")
+
+
+def line_key(line_keys: list[str]) -> Column:
+    """One string per line key (timestamps as epoch micros), for grouping and IN-lists."""
+    parts = [F.unix_micros(F.col(k)) if k == "ts" else F.col(k) for k in line_keys]
+    return F.concat_ws("|", *[p.cast("string") for p in parts])
+
+
+def mark_repeated_lines(lines: DataFrame, line_keys: list[str]) -> DataFrame:
+    """Adds `repeated`: another line of the same series has the same key (e.g. Time).
+
+    The repeated keys are few (duplicate rows are rare), so they are collected and tested with
+    an IN-list: a join of the lines with them cost 5x the whole line stage. Past
+    MAX_INLINE_KEYS (e.g. a metric present both unsplit and split) the join is used."""
+    complete = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in line_keys])
+    keyed = lines.withColumn("_line_key", F.when(complete, line_key(line_keys)))
+    repeats = (keyed.filter(complete).groupBy("_line_key").count()
+               .filter(F.col("count") > 1).select("_line_key"))
+    found = [r[0] for r in repeats.limit(MAX_INLINE_KEYS + 1).collect()]
+    if len(found) <= MAX_INLINE_KEYS:
+        flag = F.col("_line_key").isin(found) if found else F.lit(False)
+        return keyed.withColumn("repeated", F.coalesce(flag, F.lit(False))).drop("_line_key")
+    joined = keyed.join(repeats.withColumn("repeated", F.lit(True)), "_line_key", "left")
+    return joined.withColumn("repeated", F.coalesce(F.col("repeated"), F.lit(False))).drop("_line_key")
+
+
+def explode_cells(lines: DataFrame) -> DataFrame:
+    """One row per value position of each line, carrying only small columns. Empty values of
+    well-formed lines are no sample and yield no row; a malformed line yields every header
+    position (to be set aside with the whole line)."""
+    slim = lines.select("file_id", "time_pos", "id_pos", "time_raw", "id_raw", "ts", "repeated",
+                        "line_error", "bad_line", F.posexplode("values").alias("pos", "raw_value"))
+    keep = (F.col("pos") != F.col("time_pos")) & (F.col("pos") != F.col("id_pos")) & (
+        F.col("bad_line").isNotNull() | (F.length("raw_value") > 0))
+    return slim.filter(keep).drop("time_pos")
+
+
+def attach_header(cells: DataFrame, header: DataFrame) -> DataFrame:
+    """Join the per-position facts (file constants, column name, parsed key, header_error) on
+    (file_id, pos). Every position 0..n_cols-1 of every file is in `header`: nothing is lost.
+
+    The header is the left (build) side of a right join: the hash table holds the header, and
+    the cells stream through. As `cells.join(header, "left")` Sail built the table from the
+    cells, i.e. held every cell in memory (17 GB and an OOM kill on 1 GB of CSV)."""
+    return F.broadcast(header).join(cells, ["file_id", "pos"], "right")
+
+
+def value_errors(raw: Column, value: Column) -> list[Column]:
+    return [
+        F.when((F.length(raw) > 0) & value.isNull(),
+               F.concat(F.lit("value: '"), raw, F.lit("' is not a number"))),
+        F.when(F.isnan(value) | (F.abs(value) == F.lit(float("inf"))),
+               F.concat(F.lit("value: '"), raw, F.lit("' is not a finite number"))),
+    ]
+
+
+def rank_repeated_cells(cells: DataFrame, cell_keys: list[str]) -> DataFrame:
+    """Adds `dup_rank` (1 = kept) and `dup_error` to cells of repeated lines (all of them).
+
+    Among cells with the same key the kept one is: a cell without other errors, then the file of
+    lowest file_rank, then the smallest raw value and Time spelling (deterministic). The others
+    get 'duplicate Time row', naming the kept value when theirs differs. Cells whose column is
+    unusable (header_error) are not ranked: they are set aside anyway."""
+    order = [F.size("own_errors").asc(), F.col("file_rank").asc(), F.col("raw_value").asc(),
+             F.col("time_raw").asc(), F.col("source_file").asc()]
+    usable = F.col("header_error").isNull()
+    window = Window.partitionBy(*cell_keys, usable).orderBy(*order)
+    ranked = cells.withColumn("dup_rank", F.when(usable, F.row_number().over(window)).otherwise(1))
+    ranked = ranked.withColumn(
+        "kept_raw", F.first("raw_value").over(window.rowsBetween(Window.unboundedPreceding, 0)))
+    reason = F.when(
+        F.col("dup_rank") > 1,
+        F.when(F.col("raw_value").eqNullSafe(F.col("kept_raw")), F.lit(DUPLICATE_REASON)).otherwise(
+            F.concat(F.lit(DUPLICATE_REASON + " with a different value (kept '"),
+                     F.coalesce(F.col("kept_raw"), F.lit("")), F.lit("')"))
+        ),
+    )
+    return ranked.withColumn("dup_error", reason).drop("kept_raw")
+
+
+def finish_cells(cells: DataFrame, header: DataFrame) -> DataFrame:
+    """Header facts, typed value and the cell's own errors (line, column, value)."""
+    cells = attach_header(cells, header).withColumn("value", F.col("raw_value").try_cast("double"))
+    own = [F.col("line_error"), F.col("header_error"), *value_errors(F.col("raw_value"), F.col("value"))]
+    return cells.withColumn("own_errors", F.array_compact(F.array(*own)))
+
+
+def cell_lineage(column_name: Column, errors: Column) -> list[Column]:
+    """raw_line, raw_values_json and _row_id of a cell.
+
+    raw_line is the whole line for a malformed line (its cells cannot be told apart) and null for
+    a cell of a well-formed line: repeating the line per column would multiply it, and the
+    cell's own raw fields are in raw_values_json, which maps header names to raw strings
+    (`{"Time": ..., [<id column>: ...,] <column>: ...}`). For a good cell (a number under a
+    parsed Time, nothing to escape) that JSON is concatenated: to_json per cell cost a fifth of
+    the parse. _row_id is unique within the parse: file, Time spelling, position, duplicate rank."""
+    name = F.coalesce(column_name, F.lit("?"))
+    by_name = F.when(
+        F.col("id_pos") >= 0,
+        F.create_map(F.lit("Time"), F.col("time_raw"), F.coalesce(F.col("id_name"), F.lit("?")),
+                     F.col("id_raw"), name, F.col("raw_value")),
+    ).otherwise(F.create_map(F.lit("Time"), F.col("time_raw"), name, F.col("raw_value")))
+    plain_id = F.col("id_raw").isNull() | ~F.col("id_raw").rlike(r'["\\\x00-\x1f]')
+    id_part = F.when(F.col("id_raw").isNotNull(),
+                     F.concat(F.col("id_json_key"), F.lit('"'), F.col("id_raw"), F.lit('",')))
+    fast = F.concat_ws("", F.lit('{"Time":"'), F.col("time_raw"), F.lit('",'), id_part,
+                       F.col("json_key"), F.lit('"'), F.col("raw_value"), F.lit('"}'))
+    raw_json = F.when((F.size(errors) == 0) & plain_id, fast).otherwise(F.to_json(by_name))
+    row_id = F.concat_ws("|", F.col("file_id").cast("string"), F.coalesce(F.col("time_raw"), F.lit("")),
+                         F.col("pos").cast("string"), F.col("dup_rank").cast("string"))
+    return [F.col("bad_line").alias("raw_line"), raw_json.alias("raw_values_json"),
+            row_id.alias("_row_id")]
+
+
+def wide_to_long(
+    spark: SparkSession,
+    files: list[dict],
+    header: DataFrame,
+    line_keys: list[str],
+    cell_keys: list[str],
+    data_columns: list[Column],
+    naive_zone: str,
+) -> DataFrame:
+    """The whole parse: lines -> cells with the parse_lines contract.
+
+    `header` has file_id, pos, source_file, file_rank, column, id_name, header_error, json_key
+    and id_json_key (the JSON-quoted column and id names followed by ':'), plus the file
+    constants and parsed key columns that `cell_keys` and `data_columns` use (over a cell frame
+    that also has ts, id_raw and value). Lines are split by `repeated` before the explode, so
+    only the few repeated lines' cells go through the ranking window; the (cheap) line stage
+    runs once per branch, the explode and join once in all."""
+    lines = mark_repeated_lines(split_lines(read_wide_lines(spark, files), naive_zone), line_keys)
+    repeated = finish_cells(explode_cells(lines.filter(F.col("repeated"))), header)
+    single = finish_cells(explode_cells(lines.filter(~F.col("repeated"))), header)
+    cells = rank_repeated_cells(repeated, cell_keys).unionByName(
+        single.withColumn("dup_rank", F.lit(1)).withColumn("dup_error", F.lit(None).cast("string")))
+    errors = F.array_compact(F.concat(F.col("own_errors"), F.array(F.col("dup_error"))))
+    return cells.select(
+        *data_columns, F.col("source_file"), *cell_lineage(F.col("column"), errors),
+        errors.alias("_parse_errors"),
+    )

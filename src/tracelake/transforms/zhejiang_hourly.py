@@ -1,0 +1,85 @@
+"""Zhejiang hourly derived tables: NIC rates from cumulative counters, and the link wiring."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+NIC_COUNTERS = {
+    "rx_bytes": "received_bytes",
+    "tx_bytes": "transmitted_bytes",
+    "rx_packets": "received_packets_by_port",
+    "tx_packets": "transmitted_packets_by_port",
+}
+ABBREVIATIONS = (("400GE", "FourHundredGigE"), ("200GE", "TwoHundredGigE"), ("100GE", "HundredGigE"))
+
+
+def _seconds_between(start: Column, end: Column) -> Column:
+    return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1e6)
+
+
+def nic_rates(nic: DataFrame) -> DataFrame:
+    """One row per pair of consecutive samples of a NIC: deltas and rates of the cumulative
+    counters. A counter that went down (a reset) gives null deltas and counter_reset = true
+    rather than a negative rate; a NIC's first sample has no interval and starts none."""
+    by_nic = Window.partitionBy("device_name", "port_name").orderBy("save_time")
+    prev = nic.select(
+        "device_name", "ip", "port_name",
+        F.lag("save_time").over(by_nic).alias("interval_start"),
+        F.col("save_time").alias("interval_end"),
+        *[F.col(c) for c in NIC_COUNTERS.values()],
+        *[F.lag(c).over(by_nic).alias(f"prev_{c}") for c in NIC_COUNTERS.values()],
+    ).filter(F.col("interval_start").isNotNull())
+    deltas = {out: F.col(c) - F.col(f"prev_{c}") for out, c in NIC_COUNTERS.items()}
+    reset = F.greatest(*[F.when(d < 0, F.lit(True)).otherwise(F.lit(False)) for d in deltas.values()])
+    seconds = _seconds_between(F.col("interval_start"), F.col("interval_end"))
+    kept = {out: F.when(~reset, d) for out, d in deltas.items()}
+    return prev.select(
+        "device_name", "ip", "port_name", "interval_start", "interval_end",
+        seconds.alias("seconds"),
+        *[v.alias(k) for k, v in kept.items()],
+        (kept["rx_bytes"] * 8 / seconds / 1e9).alias("rx_gbps"),
+        (kept["tx_bytes"] * 8 / seconds / 1e9).alias("tx_gbps"),
+        reset.alias("counter_reset"),
+    )
+
+
+def full_port_name(abbreviated: Column) -> Column:
+    """`400GE1/0/8` -> `FourHundredGigE1/0/8` (the per-port and port.csv spelling)."""
+    out = abbreviated
+    for short, full in ABBREVIATIONS:
+        out = F.when(abbreviated.startswith(short), F.concat(F.lit(full), F.substring(abbreviated, len(short) + 1, 1000))).otherwise(out)
+    return out
+
+
+def _device_role(name: Column) -> Column:
+    lowered = F.lower(name)
+    return (
+        F.when(lowered.contains("-spine-"), F.lit("spine"))
+        .when(lowered.rlike(r"-(st-)?leaf-\d+"), F.lit("leaf"))
+        .otherwise(F.lit("server"))
+    )
+
+
+def link_wiring(link: DataFrame) -> DataFrame:
+    """Which port is cabled to which peer (link.csv, §7 step 9), once per link end, with the
+    port in its full name so it joins port.csv and the per-port files, and the ECN marks seen."""
+    dst_port = F.when(F.length(F.trim("dst_port")) > 0, F.col("dst_port"))
+    return (
+        link.select(
+            "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
+            "dst_device", dst_port.alias("dst_port"), "start_time", "ecn_marked_count",
+        )
+        .groupBy("device_name", "port_name", "dst_device", "dst_port")
+        .agg(
+            F.min("start_time").alias("first_seen"),
+            F.max("start_time").alias("last_seen"),
+            F.count(F.lit(1)).alias("samples"),
+            F.sum("ecn_marked_count").alias("ecn_marked_total"),
+        )
+        .select(
+            "device_name", _device_role(F.col("device_name")).alias("device_role"), "port_name",
+            "dst_device", _device_role(F.col("dst_device")).alias("dst_role"), "dst_port",
+            "first_seen", "last_seen", "samples", "ecn_marked_total",
+        )
+    )

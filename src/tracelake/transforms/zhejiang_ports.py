@@ -1,0 +1,120 @@
+"""Per-port byte rates and utilisation from the Zhejiang per-port counters (doc §3.3).
+
+Each counter row holds the bytes counted since the switch last *refreshed* its counter, which
+happens about once a second while the collector polls every ~0.5 s. So a row of four zeros
+usually means "no refresh since the last poll", not "no traffic": the bytes of that time arrive
+in the next non-zero row. (On the release, the bytes summed over the five minutes after the
+collector outage match the outage row's 253 s average, median ratio 1.009: nothing is lost.)
+
+Rules, per port, in time order (window lag over save_time_utc):
+  first        the port's first row: no interval start is known, no rate.
+  gap          more than `max_gap_s` since the previous row (collector outage, missing rows):
+               no rate, flagged; the counts are kept, so volumes still add up.
+  update       a non-zero row: its bytes cover (last non-zero row, this row], the zero rows
+               in between included (the carry), even when a poll gap (< max_gap_s) follows
+               them. If those zero rows had turned idle (below), the port was really idle and
+               the interval is (previous row, this row].
+  no_new_data  a zero row within `max_gap_s` of the last update: the counter had not refreshed,
+               its bytes are in the next update; no rate (never reported as idle).
+  idle         a zero row more than `max_gap_s` after the last update (or the port's first
+               row): refreshes kept reading zero, the rate is 0.
+  over_line_rate  an update whose rate would exceed the line rate by more than `max_util`:
+               rate withheld, flagged (none on the release).
+Management-port counters are 32-bit: a negative delta has wrapped and gets 2^32 added.
+Measured on the 350 real files: 894,805 updates, 704,499 zero rows waiting for one, no rate
+above 0.998 of line rate. The zero/non-zero pattern fits a switch refresh clock of ~1.000 s, so
+a row's true interval is known only to about a poll (0.5 s) at either end: per-row rates in a
+10 s window scatter with a coefficient of variation of 0.44, and sums of octets over windows of
+2 s or more are the accurate figure.
+Line rates come from the port name: TwoHundredGigE 200 Gb/s, FourHundredGigE 400 Gb/s,
+M-GigabitEthernet (management) 1 Gb/s.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+WRAP = 1 << 32
+MAX_GAP_S = 5.0  # Δt p99.9 on the release is 4.2 s; refreshes come about every second
+MAX_UTIL = 1.05
+LINE_RATES_BPS = (("TwoHundredGigE", 200_000_000_000), ("FourHundredGigE", 400_000_000_000),
+                  ("M-GigabitEthernet", 1_000_000_000))
+COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
+STATUSES = ("first", "gap", "update", "no_new_data", "idle", "over_line_rate")
+
+
+def line_rate_bps(port_name: Column) -> Column:
+    """Bits per second of a port from its name; null for a name this release does not use."""
+    rate = F.lit(None).cast("bigint")
+    for prefix, bps in reversed(LINE_RATES_BPS):
+        rate = F.when(port_name.startswith(prefix), F.lit(bps)).otherwise(rate)
+    return rate
+
+
+def unwrap_32bit(value: Column) -> Column:
+    """A negative delta of a 32-bit counter that wrapped, put back in range."""
+    return F.when(value < 0, value + F.lit(WRAP)).otherwise(value)
+
+
+def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: float = MAX_UTIL) -> DataFrame:
+    """One row per counter row: its status, the interval its bytes cover, bytes/s and utilisation."""
+    port = Window.partitionBy("device_name", "port_name").orderBy("save_time_utc")
+    before = port.rowsBetween(Window.unboundedPreceding, -1)
+    ms = F.unix_millis(F.col("save_time_utc"))
+    base = counters.select(
+        "hour_cst", "device_name", "port_name", "save_time_utc", ms.alias("_ms"),
+        *[unwrap_32bit(F.col(c)).alias(c) for c in COUNTERS],
+        reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS]).alias("counter_wrapped"),
+        line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
+    )
+    zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
+    ordered = base.select(
+        "*",
+        zero.alias("_zero"),
+        F.lag("_ms").over(port).alias("_prev_ms"),
+        F.min("_ms").over(before).alias("_first_ms"),
+        F.max(F.when(~zero, F.col("_ms"))).over(before).alias("_update_ms"),
+    )
+    anchor = F.coalesce(F.col("_update_ms"), F.col("_first_ms"))
+    limit_ms = F.lit(max_gap_s * 1000.0)
+    dt_ms = F.col("_ms") - F.col("_prev_ms")
+    waiting = (F.col("_ms") - anchor) <= limit_ms  # a zero row still within the carry window
+    carried = (F.col("_prev_ms") - anchor) <= limit_ms  # the zero rows before an update were waiting
+    status = (
+        F.when(F.col("_prev_ms").isNull(), "first")
+        .when(dt_ms > limit_ms, "gap")
+        .when(~F.col("_zero"), "update")
+        .when(waiting, "no_new_data")
+        .otherwise("idle")
+    )
+    start_ms = (
+        F.when(status == "update", F.when(carried, anchor).otherwise(F.col("_prev_ms")))
+        .when(status == "idle", F.col("_prev_ms"))
+    )
+    staged = ordered.select("*", status.alias("_status"), start_ms.alias("_start_ms"))
+    seconds = (F.col("_ms") - F.col("_start_ms")) / 1000.0
+    rated = staged.select(
+        "*",
+        seconds.alias("interval_s"),
+        (F.col("in_octets") / seconds).alias("_in_bps"),
+        (F.col("out_octets") / seconds).alias("_out_bps"),
+    )
+    util_in = F.col("_in_bps") * 8 / F.col("line_rate_bps")
+    util_out = F.col("_out_bps") * 8 / F.col("line_rate_bps")
+    too_fast = (F.col("_status") == "update") & (F.greatest(util_in, util_out) > F.lit(max_util))
+    keep = F.col("_start_ms").isNotNull() & ~F.coalesce(too_fast, F.lit(False))
+    return rated.select(
+        "hour_cst", "device_name", "port_name", "save_time_utc",
+        F.when(too_fast, "over_line_rate").otherwise(F.col("_status")).alias("status"),
+        F.when(keep, F.timestamp_millis(F.col("_start_ms"))).alias("interval_start_utc"),
+        F.when(keep, F.col("interval_s")).alias("interval_s"),
+        (dt_ms / 1000.0).alias("dt_s"),
+        *COUNTERS, "counter_wrapped", "line_rate_bps",
+        F.when(keep, F.col("_in_bps")).alias("in_bytes_per_s"),
+        F.when(keep, F.col("_out_bps")).alias("out_bytes_per_s"),
+        F.when(keep, util_in).alias("in_util"),
+        F.when(keep, util_out).alias("out_util"),
+    )

@@ -1,0 +1,72 @@
+"""China-local times of the hourly CSVs (format doc §4): parsed as Spark column expressions,
+and written by the generator in the same forms.
+
+The files come from zh-CN Excel/.NET output: `2024/5/24 上午12:00:00` (12-hour clock, 上午 = AM,
+下午 = PM, midnight is 上午12) in flow.csv, and `2024/5/24 上午00:00:04` (marker plus a 24-hour
+hour, so 下午13:..) in nic/link/port.csv. Both conventions are read by one rule:
+下午 with h < 12 adds 12, 上午 with h == 12 is midnight, 上午 with h > 12 is invalid. Times without
+a marker (a re-saved CSV: `2024/5/24 0:00:04`) and ISO forms are read as 24-hour. China has no
+DST, so UTC = local − 8 h.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+CST = timezone(timedelta(hours=8))
+AM, PM = "上午", "下午"
+TIME_PATTERN = (
+    r"^(\d{4})[/-](\d{1,2})[/-](\d{1,2})(?:\s+|T)(?:(上午|下午)\s*)?"
+    r"(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\.(\d{1,6}))?$"
+)
+FORMAT_DOC = "yyyy/M/d {上午|下午}h:mm:ss (12-hour) or {上午|下午}HH:mm:ss, China time UTC+8"
+
+
+def cst_to_utc(text: Column) -> Column:
+    """A local-time string column -> UTC timestamp, null when it is not a valid time."""
+    trimmed = F.trim(text)
+
+    def group(i: int) -> Column:
+        return F.regexp_extract(trimmed, TIME_PATTERN, i)
+
+    matched = trimmed.rlike(TIME_PATTERN)
+    marker, hour = group(4), group(5).cast("int")
+    hour24 = (
+        F.when((marker == PM) & (hour < 12), hour + 12)
+        .when((marker == AM) & (hour == 12), F.lit(0))
+        .when((marker == AM) & (hour > 12), F.lit(None).cast("int"))
+        .otherwise(hour)
+    )
+    seconds = F.when(group(7) == "", F.lit("00")).otherwise(F.lpad(group(7), 2, "0"))
+    fraction = F.rpad(group(8), 6, "0")
+    iso = F.concat(
+        group(1), F.lit("-"), F.lpad(group(2), 2, "0"), F.lit("-"), F.lpad(group(3), 2, "0"),
+        F.lit(" "), F.lpad(hour24.cast("string"), 2, "0"), F.lit(":"), group(6), F.lit(":"),
+        seconds, F.lit("."), fraction, F.lit("+08:00"),
+    )
+    return F.when(matched, F.try_to_timestamp(iso, F.lit("yyyy-MM-dd HH:mm:ss.SSSSSSXXX")))
+
+
+def hour_start_utc(hour: str) -> datetime:
+    """`YYYYMMDDHH` (a CST hour folder) -> the UTC instant it starts."""
+    local = datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=CST)
+    return local.astimezone(timezone.utc)
+
+
+def format_cst(epoch_s: float, hour_style: str) -> str:
+    """The generator's text for a UTC instant, in China time.
+
+    hour_style `12h`: `2024/5/24 上午12:00:00` (flow.csv); `24h`: `2024/5/24 上午00:00:04`
+    (nic/link/port.csv, marker plus zero-padded 24-hour hour)."""
+    local = datetime.fromtimestamp(int(epoch_s), CST)
+    marker = AM if local.hour < 12 else PM
+    if hour_style == "12h":
+        hour = f"{(local.hour % 12) or 12}"
+    elif hour_style == "24h":
+        hour = f"{local.hour:02d}"
+    else:
+        raise ValueError(f"unknown hour style {hour_style!r}")
+    return f"{local.year}/{local.month}/{local.day} {marker}{hour}:{local.minute:02d}:{local.second:02d}"
