@@ -52,7 +52,7 @@ def test_maintenance_adapter_compacts_and_vacuums(engine, spark, config, tmp_pat
         write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(i)},{i},{600 + n},1" for i in range(1, 5)])})
         run_ingest(engine, config, "itp", str(raw))
     path = config.table_path("bronze", "itp_jobs")
-    assert [c.operation for c in history(engine, path)] == ["MERGE", "MERGE", "CREATE TABLE"]
+    assert [c.operation for c in history(engine, path)] == ["MERGE", "MERGE", "MERGE", "CREATE TABLE"]
     optimize(engine, path)
     vacuum(engine, path, retention_hours=0, enforce_retention=False)
     commits = history(engine, path)

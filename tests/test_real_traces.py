@@ -122,3 +122,13 @@ def test_zeus_quirks_are_warnings(spark, zeus_lake):
     assert rows["column_values_to_be_between(learning_rate)"] == ("quarantine", 0)
     lr = {r.learning_rate for r in spark.sql("SELECT DISTINCT learning_rate FROM bronze.zeus_train").collect()}
     assert 1.06e-4 in lr and 0.1 in lr and 2e-7 in lr
+
+
+def test_demo_headline_queries_run_on_the_ingested_lake(spark, itp_lake):
+    """Regression: a Delta schema whose nullability disagreed with its files broke these on Sail."""
+    from tracelake.demo import HEADLINES
+
+    itp = spark.sql(HEADLINES["ITP jobs / distinct ids / GPU-hours"]).first()
+    assert tuple(itp) == (69351, 69351, 1632719.7)
+    variants = spark.sql(HEADLINES["ElasticFlow rows by variant"]).first()[0]
+    assert variants == "elasticflow=69351 testbed=195"

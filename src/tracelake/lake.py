@@ -117,10 +117,7 @@ def merge_by_key(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, source_files: list[str]
 ) -> None:
     """Upsert on the natural key; delete rows of `source_files` that the new data lacks."""
-    path = config.table_path(schema.layer, schema.table)
-    if not table_exists(spark, path):  # first load: a plain write is one commit and faster
-        overwrite(spark, config, schema, df)
-        return
+    path = ensure_table(spark, config, schema)
     view = _temp_view(conform(df, schema))
     on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in schema.keys)
     compared = [c.name for c in schema.data_columns] + ["source_file"]
