@@ -55,21 +55,14 @@ def _all_ports() -> list[tuple[str, str]]:
 
 
 def _every_port_writer():
-    """generate_ports for every port of every switch, fed the World's load as fractions."""
+    """generate_ports asked for every port of every switch, with the world's load model."""
     import importlib
 
     mod = importlib.import_module("tracelake.zhejiang.generate_ports")
     everything = _all_ports()
 
     def write_port_hour(root, hour, ports, load, seed):
-        world, root = getattr(load, "__self__", None), Path(root)
-        out = root.parent if root.name == "trafficinfo" else root  # the writer appends trafficinfo/
-        wanted = sorted(set(everything) | set(ports))
-
-        def fractions(folder, port, t):
-            return world.port_util(folder.replace("_GPU_S9825", ".GPU.S9825"), port, t)
-
-        return mod.write_port_hour(out, hour, wanted, fractions if world is not None else load, seed)
+        return mod.write_port_hour(root, hour, sorted(set(everything) | set(ports)), load, seed)
 
     return types.SimpleNamespace(write_port_hour=write_port_hour)
 

@@ -10,12 +10,9 @@ which do not overlap in time: every real iteration has coverage 0 and no suspect
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import types
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -248,35 +245,11 @@ def test_no_network_data_means_coverage_zero_and_no_suspect(spark):
 
 # ---------------------------------------------------------------- (b) a generated world
 
-def _port_writer():
-    """generate_ports behind the World's interface. Two mismatches (see the issue report): the
-    World passes <out>/trafficinfo but the writer appends trafficinfo/ itself, and World.load is
-    in percent while the writer wants fractions; World.port_util gives fractions."""
-    mod = importlib.import_module("tracelake.zhejiang.generate_ports")
-
-    def write_port_hour(root, hour, ports, load, seed):
-        world, root = getattr(load, "__self__", None), Path(root)
-        out = root.parent if root.name == "trafficinfo" else root
-
-        def fractions(folder, port, t):
-            return world.port_util(folder.replace("_GPU_S9825", ".GPU.S9825"), port, t)
-
-        return mod.write_port_hour(out, hour, ports, fractions if world is not None else load, seed)
-
-    return types.SimpleNamespace(write_port_hour=write_port_hour)
-
-
 @pytest.fixture(scope="module")
 def world(engine, tmp_path_factory):
-    from tracelake.zhejiang import generate as zj_generate
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(zj_generate, "_port_writer", _port_writer)
+    """3 tasks, 21 episodes on their paths, 7 decoys, 3 checkpoint-slow iterations in one hour."""
     root = tmp_path_factory.mktemp("zj-correlate")
-    try:
-        generate("zhejiang", root / "raw", scale=0.05, seed=7, hours=1, tasks=3)
-    finally:
-        mp.undo()
+    generate("zhejiang", root / "raw", scale=0.05, seed=7, hours=1, tasks=3)
     config = make_config(root / "lake")
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(root / "raw"))}
     truth = json.loads((root / "raw" / "ground_truth.json").read_text(encoding="utf-8"))

@@ -9,7 +9,7 @@ across the month boundary, the NODE_MEMORY bad window of 2023-07-19 with `<IP>.1
 CPU utilization above 1.0, and type-B servers without MEM_Power.
 
 `scale` sets both the node count (~4 x scale per cluster) and the sampling rate (every
-3600 / scale s, at least 15 s), so the size grows with scale^2: scale 1 is about 2 MB, scale ~35
+3600 / scale s, at least 15 s), so the size grows with scale^2: scale 1 is about 1 MB, scale ~33
 about 1 GB. utilization/manifest.json records, per metric and power file, the non-empty cells
 written, the distinct cells (one per key) and the duplicate cells, for tests to compare.
 """
