@@ -9,9 +9,10 @@ ports its tasks use; here the port writer is asked for every port, with the worl
 Each phase runs in its own process, so its peak RSS (the in-process Sail server included) is
 its own:
   ingest     tracelake's zhejiang ingest, one run per traffic hour into its own lake (the
-             first also takes the workbook and the task). One lake for all hours does not fit:
-             ingesting a second full hour into a lake that has one was killed by the kernel at
-             21.5 GB RSS on this 23 GB machine.
+             first also takes the workbook and the task). In one lake, a second full hour is
+             appended (86 s, 11.3 GB peak, because silver.zj_port_rates is rebuilt over both
+             hours), but re-running an hour into a two-hour lake runs out of memory in the
+             MERGE on this 23 GB machine; so each hour keeps its own lake here.
   combine    the task tables of the first lake and the network tables of the first 1, 2, 4
              hours' lakes appended into one lake (a bench shortcut, not timed as correlation);
   correlate  silver.zj_task_paths, gold.zj_iteration_network, gold.zj_task_network_summary
@@ -78,7 +79,7 @@ def _whole_day(original):
                 i += 1
                 comm = t + task.base_iter_s * (1 - task.comm_frac)
                 end = comm + task.base_iter_s * task.comm_frac
-                pause = task.base_iter_s * 0.75 if i % task.save_steps == 0 else 0.0  # checkpoint
+                pause = task.base_iter_s * 0.75 if i % task.save_steps == 1 else 0.0  # checkpoint
                 task.iterations.append(Iteration(i, round(t, 3), round(end + pause, 3), round(comm, 3), round(end, 3),
                                                  ["checkpoint"] if pause else []))
                 t = end + pause

@@ -63,6 +63,15 @@ def test_table_level_rule_cannot_quarantine(spark):
         run_gate(_frame(spark, [("a", 1, 700, "r1"), ("b", 1, 700, "r2")]), suite, "_row_id")
 
 
+def test_a_rule_whose_query_fails_stops_the_gate(spark):
+    suite = {"name": "broken", "expectations": [
+        {"type": "unexpected_rows_expectation",
+         "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE no_such_column > 1"},
+         "meta": {"severity": "warning", "id": "typo"}}]}
+    with pytest.raises(TracelakeError, match="expectation typo could not run: .*no_such_column"):
+        run_gate(_frame(spark, [("a", 1, 700, "r1")]), suite, "_row_id")
+
+
 def test_suite_files_need_a_known_severity(tmp_path):
     (tmp_path / "bronze.x.json").write_text(json.dumps({"name": "bronze.x", "expectations": [
         {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "a"}, "meta": {}}]}))

@@ -14,7 +14,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import QualityGateFailed, TracelakeError
+from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
+from tracelake.reader import Staged
 from tracelake.schema import load_schema
 from tracelake.transforms.zhejiang_ports import port_rates
 from tracelake.zhejiang import ports
@@ -32,7 +34,8 @@ MGMT = "M-GigabitEthernet0/0/0"
 
 def _parse(spark, raw_dir: Path):
     [item] = ports.plan(raw_dir, raw_dir / "_staging")
-    return item.parser(spark, item.files, load_schema(ports.TABLE))
+    parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
+    return parsed.frame if isinstance(parsed, Staged) else parsed
 
 
 def _write(raw_dir: Path, folder: str, name: str, lines: list[str], newline: str = "\n", bom: str = "") -> Path:
@@ -320,6 +323,38 @@ def test_generated_management_wraps_are_undone(spark, tmp_path):
     assert rates.agg(F.max("out_util")).first()[0] < 0.01
 
 
+@pytest.mark.portable
+def test_the_csv_read_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_path):
+    chosen = [(LEAF1, MGMT), (LEAF1, "TwoHundredGigE1/0/16:1"), (ST1, "FourHundredGigE1/0/40")]
+    write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=4)
+    crlf = _real_lines("Leaf-1_1_1.csv", 1, 40)
+    _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", crlf, newline="\r\n", bom="\ufeff")
+    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    schema = load_schema(ports.TABLE)
+    fast = item.parser(spark, item.files, schema)
+    assert isinstance(fast, Staged)  # well-formed files take the CSV read
+    exact = ports.parse_fields(ports._read_lines(spark, item.files, schema), schema)
+    assertDataFrameEqual(fast.frame, exact)
+    assert fast.frame.filter(F.size("_parse_errors") > 0).count() == 0
+    assert fast.frame.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
+
+
+@pytest.mark.portable
+def test_lines_the_csv_read_would_skip_or_split_are_parsed_line_by_line(spark, tmp_path):
+    lines = _real_lines("Leaf-1_0.csv", 1, 5)
+    quoted = lines[3].replace(ports.device_name(LEAF1), '"NH,DC"')
+    _write(tmp_path / "blank", LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])
+    _write(tmp_path / "quote", LEAF1, "Leaf-1_0.csv", [*lines[:3], quoted, lines[4]])
+    for case, bad, reason in (("blank", "", "expected 10 fields, found 1"),
+                              ("quote", quoted, "expected 10 fields, found 11")):
+        [item] = ports.plan(tmp_path / case, tmp_path / case / "_staging")
+        parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
+        assert not isinstance(parsed, Staged), case  # the CSV read dropped or split a line
+        got = parsed.select("raw_line", "_parse_errors")
+        expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]
+        assertDataFrameEqual(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))
+
+
 # ---------------------------------------------------------------- ingest (Delta)
 
 @pytest.fixture(scope="module")
@@ -390,3 +425,23 @@ def test_a_repeated_sample_stops_the_run_with_nothing_written(engine, config, tm
     with pytest.raises(QualityGateFailed, match="port_sample_unique"):
         run_ingest(engine, config, "zhejiang", str(tmp_path))
     assert not Path(config.table_path("bronze", "zj_port_counters")).exists()
+
+
+def test_a_new_hour_is_appended_and_a_rerun_changes_nothing(engine, spark, config, tmp_path):
+    chosen = [(LEAF1, "TwoHundredGigE1/0/1:1"), (LEAF1, "TwoHundredGigE1/0/2:1")]
+    first = write_port_hour(tmp_path / "a", HOUR, chosen, _constant(0.3), seed=5)
+    second = write_port_hour(tmp_path / "b", "2024052401", chosen, _constant(0.3), seed=6)
+    rows = [len(p.read_text(encoding="utf-8").splitlines()) - 1 for p in first + second]
+    path = config.table_path("bronze", "zj_port_counters")
+    run_ingest(engine, config, "zhejiang", str(tmp_path / "a"))
+    run_ingest(engine, config, "zhejiang", str(tmp_path / "b"))  # shares no file and no key
+    commits = history(engine, path)
+    assert [c.operation for c in commits[:2]] == ["WRITE", "WRITE"]  # appends, not MERGEs
+    table = spark.read.format("delta").load(path)
+    assert table.count() == sum(rows)
+    assert table.groupBy("hour_cst").count().orderBy("hour_cst").collect() == [
+        (HOUR, sum(rows[:2])), ("2024052401", sum(rows[2:]))]
+    before = sorted(table.drop("ingest_ts").collect())
+    run_ingest(engine, config, "zhejiang", str(tmp_path / "b"))  # its files are there: MERGE
+    assert history(engine, path, 1)[0].version == commits[0].version
+    assert sorted(spark.read.format("delta").load(path).drop("ingest_ts").collect()) == before

@@ -21,7 +21,9 @@ from tracelake import lake
 from tracelake.config import Config
 from tracelake.errors import QualityGateFailed
 from tracelake.quality import GateOutcome, RuleResult, load_suite, run_gate
-from tracelake.reader import PARSE_ERRORS, ROW_ID, RawFile, check_header, parse_lines, read_raw_lines
+from tracelake.reader import (
+    PARSE_ERRORS, ROW_ID, RawFile, Staged, check_header, parse_lines, read_raw_lines,
+)
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
 
 PARSE_EXPECTATION = "tracelake_parse"
@@ -131,14 +133,15 @@ def parse_delimited(spark: SparkSession, files: list[RawFile], schema: TableSche
 
 def ingest_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame] | None = None,
+    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged] | None = None,
 ) -> TableStats:
     """Ingest raw files into one bronze table; returns what happened to every row read.
 
     `parser` turns the files into the parse_lines contract (see sources.Parser); the gate,
     quarantine and MERGE that follow are the same for every source."""
     schema = load_schema(table)
-    parsed = _materialize(spark, (parser or parse_delimited)(spark, files, schema), run, table)
+    result = (parser or parse_delimited)(spark, files, schema)
+    parsed = result.frame if isinstance(result, Staged) else _materialize(spark, result, run, table)
     rows_read = parsed.count()
     bad = parsed.filter(F.size(PARSE_ERRORS) > 0)
     good = parsed.filter(F.size(PARSE_ERRORS) == 0)

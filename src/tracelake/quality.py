@@ -131,14 +131,27 @@ def _observed(result: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+def _raised(info: dict[str, Any] | None) -> str | None:
+    """The error an expectation ran into, if any. GX reports it at the top level, or nested per
+    metric (a failing unexpected_rows query): a rule that could not run must not read as a
+    failed rule with no counts."""
+    if not info:
+        return None
+    entries = [info] + [v for v in info.values() if isinstance(v, dict)]
+    for entry in entries:
+        if entry.get("raised_exception"):
+            return str(entry.get("exception_message") or "unknown error").splitlines()[0][:500]
+    return None
+
+
 def _to_rule_result(raw: Any, by_id: dict[str, dict]) -> tuple[RuleResult, dict]:
     config = raw.expectation_config
     exp = {"type": config.type, "kwargs": dict(config.kwargs), "meta": dict(config.meta or {})}
     ident = expectation_id(exp)
     severity = by_id[ident]["meta"]["severity"]
-    info = raw.exception_info or {}
-    if info.get("raised_exception"):
-        raise TracelakeError(f"expectation {ident} could not run: {info.get('exception_message')}")
+    failure = _raised(raw.exception_info)
+    if failure is not None:
+        raise TracelakeError(f"expectation {ident} could not run: {failure}")
     result = dict(raw.result or {})
     if config.type == "unexpected_rows_expectation" and isinstance(result.get("observed_value"), int):
         result.setdefault("unexpected_count", result["observed_value"])  # rows the query returned

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
+from tracelake.schema import Column as ColumnSpec
 from tracelake.schema import TableSchema
 
 ROW_ID = "_row_id"
@@ -30,6 +32,14 @@ class RawFile:
     path: str
     name: str
     constants: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A parser's result it has already materialized (e.g. to verify a fast read before use):
+    ingest takes the frame as it is instead of staging it again."""
+
+    frame: DataFrame
 
 
 def check_header(raw: RawFile, schema: TableSchema) -> None:
@@ -79,46 +89,70 @@ def _typed(raw: Column, type_name: str, fmt: str | None) -> Column:
     return raw.try_cast(type_name)
 
 
+Problem = tuple[Column, Column]  # (condition, message): the row has this problem when true
+
+
+def typed_field(
+    text: Column, col: ColumnSpec, convert: Callable[[Column], Column], count_ok: Column,
+    *, kind: str | None = None, value_ref: Column | None = None,
+) -> tuple[Column, list[Problem]]:
+    """A raw text field as its column's value, and the problems that explain a row where it is not.
+
+    Shared by every parser so a bad value reads the same everywhere: "<col>: '<text>' is not a
+    valid <kind>" for text that does not convert, "<col>: missing value" for an empty field in
+    a non-nullable column. The column's `null_values` (e.g. Zeus's `nan`) read as null.
+    `value_ref` names the value in a later projection, so the check does not convert twice."""
+    present = text.isNotNull() & (F.length(text) > 0)
+    if col.null_values:
+        present = present & ~text.isin(*col.null_values)
+    value = F.when(present, convert(text))
+    checked = value if value_ref is None else value_ref
+    problems = [(present & checked.isNull(),
+                 F.concat(F.lit(f"{col.name}: '"), text, F.lit(f"' is not a valid {kind or col.type}")))]
+    if not col.nullable:
+        problems.append((count_ok & ~present, F.lit(f"{col.name}: missing value")))
+    return value, problems
+
+
+def count_problem(count_ok: Column, found: Column, n_fields: int) -> Problem:
+    """A line that does not split into the header's number of fields."""
+    return ~count_ok, F.concat(F.lit(f"expected {n_fields} fields, found "), found.cast("string"))
+
+
+def supplied_column(col: ColumnSpec, available: list[str], schema: TableSchema) -> Column:
+    """A column no raw field holds (source None): the file's path supplies it as a constant."""
+    if col.name not in available:
+        raise TracelakeError(f"{schema.full_name}: nothing supplies column '{col.name}'")
+    return F.col(col.name).cast(col.type).alias(col.name)
+
+
+def problem_messages(problems: list[Problem]) -> Column:
+    """The messages of the problems a row has, as array<string> (empty for a good row)."""
+    return F.array_compact(F.array(*[F.when(cond, message) for cond, message in problems]))
+
+
 def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
     """Typed schema columns plus raw lineage, a row id, and an array of parse errors per row.
 
     A row is good when `_parse_errors` is empty. Errors: wrong field count, a value that does not
-    cast to its declared type, an empty value in a non-nullable column. A column's `null_values`
-    (e.g. Zeus's `nan`) read as null, not as a number.
+    cast to its declared type, an empty value in a non-nullable column (see typed_field).
     """
     n_fields = len(schema.raw_header)
     fields = F.split(F.col("raw_line"), re.escape(schema.delimiter), -1)
     count_ok = F.size(fields) == F.lit(n_fields)
-    errors = [
-        F.when(
-            ~count_ok,
-            F.concat(F.lit(f"expected {n_fields} fields, found "), F.size(fields).cast("string")),
-        )
-    ]
+    problems = [count_problem(count_ok, F.size(fields), n_fields)]
     raw_by_source = {
         name: F.when(count_ok, F.get(fields, i)) for i, name in enumerate(schema.raw_header)
     }
     typed: list[Column] = []
     for col in schema.data_columns:
         if col.source is None:
-            if col.name not in lines.columns:
-                raise TracelakeError(f"{schema.full_name}: nothing supplies column '{col.name}'")
-            typed.append(F.col(col.name).cast(col.type).alias(col.name))
+            typed.append(supplied_column(col, lines.columns, schema))
             continue
-        raw = raw_by_source[col.source]
-        present = raw.isNotNull() & (F.length(raw) > 0)
-        if col.null_values:
-            present = present & ~raw.isin(*col.null_values)
-        value = F.when(present, _typed(raw, col.type, col.format))
+        value, col_problems = typed_field(
+            raw_by_source[col.source], col, lambda t, c=col: _typed(t, c.type, c.format), count_ok)
         typed.append(value.alias(col.name))
-        errors.append(
-            F.when(
-                present & value.isNull(),
-                F.concat(F.lit(f"{col.name}: '"), raw, F.lit(f"' is not a valid {col.type}")),
-            )
-        )
-        if not col.nullable:
-            errors.append(F.when(count_ok & ~present, F.lit(f"{col.name}: missing value")))
+        problems += col_problems
     raw_json = F.to_json(F.struct(*[raw_by_source[n].alias(n) for n in schema.raw_header]))
     row_id = F.sha2(F.concat_ws("\u0001", F.col("source_file"), F.col("raw_line")), 256)
     return lines.select(
@@ -127,5 +161,5 @@ def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
         F.col("raw_line"),
         F.when(count_ok, raw_json).alias("raw_values_json"),
         row_id.alias(ROW_ID),
-        F.array_compact(F.array(*errors)).alias(PARSE_ERRORS),
+        problem_messages(problems).alias(PARSE_ERRORS),
     )

@@ -12,18 +12,20 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile
+from tracelake.reader import RawFile, Staged
 from tracelake.schema import TableSchema
 
 # (spark, files, schema) -> frame with the parse_lines contract: the schema's data columns,
-# source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>, empty = good)
-Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame]
+# source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>, empty = good);
+# wrapped in Staged when the parser has materialized it itself
+Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged]
 
 
 @dataclass(frozen=True)
@@ -41,3 +43,12 @@ def get_source(name: str) -> ModuleType:
     if name not in source_names():
         raise TracelakeError(f"unknown source '{name}' (known: {', '.join(source_names())})")
     return importlib.import_module(f"tracelake.sources.{name}")
+
+
+def combined_plan(parts: tuple[ModuleType, ...], raw_dir: Path, staging: Path, expected: str) -> list[TableInput]:
+    """A source made of parts (each with its own plan): all their inputs, or an error naming
+    what the release folder should have held."""
+    inputs = [item for part in parts for item in part.plan(raw_dir, staging)]
+    if not inputs:
+        raise TracelakeError(f"{raw_dir}: no {expected}")
+    return inputs

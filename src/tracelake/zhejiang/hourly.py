@@ -25,7 +25,9 @@ from pyspark.sql import functions as F
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
-from tracelake.reader import PARSE_ERRORS, ROW_ID, RawFile
+from tracelake.reader import (
+    PARSE_ERRORS, ROW_ID, RawFile, count_problem, problem_messages, supplied_column, typed_field,
+)
 from tracelake.schema import TableSchema
 from tracelake.sources import TableInput
 from tracelake.transforms.zhejiang_hourly import link_wiring, nic_rates
@@ -221,37 +223,28 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataF
         *base, F.size("_fields").alias("_n"),
         *[F.when(count_ok, F.trim(F.get(F.col("_fields"), i))).alias(f"_v{i}") for i in range(n_fields)],
     )
-    errors = [F.when(F.col("_n") != n_fields, F.concat(
-        F.lit(f"expected {n_fields} fields, found "), F.col("_n").cast("string")))]
     count_ok = F.col("_n") == F.lit(n_fields)
+    problems = [count_problem(count_ok, F.col("_n"), n_fields)]
     value_at = {label: F.col(f"_v{i}") for i, label in enumerate(labels)}
     typed: list[Column] = []
     for col in schema.data_columns:
         if col.source is None:
-            if col.name not in staged.columns:
-                raise TracelakeError(f"{schema.full_name}: nothing supplies column '{col.name}'")
-            typed.append(F.col(col.name).cast(col.type).alias(col.name))
+            typed.append(supplied_column(col, staged.columns, schema))
             continue
         if col.source not in positions:  # an optional column this file does not have
             typed.append(F.lit(None).cast(col.type).alias(col.name))
             continue
         text = value_at[labels[positions[col.source]]]
-        present = text.isNotNull() & (F.length(text) > 0)
-        if col.null_values:
-            present = present & ~text.isin(*col.null_values)
-        value = F.when(present, _typed(text, col.type))
+        value, col_problems = typed_field(text, col, lambda t, c=col: _typed(t, c.type), count_ok)
         typed.append(value.alias(col.name))
-        errors.append(F.when(present & value.isNull(), F.concat(
-            F.lit(f"{col.name}: '"), text, F.lit(f"' is not a valid {col.type}"))))
-        if not col.nullable:
-            errors.append(F.when(count_ok & ~present, F.lit(f"{col.name}: missing value")))
+        problems += col_problems
     raw_json = F.to_json(F.struct(*[value_at[label].alias(label) for label in labels]))
     row_id = F.sha2(F.concat_ws("\u0001", F.col("source_file"), F.col("raw_line")), 256)
     return staged.select(
         *typed, "source_file", "raw_line",
         F.when(count_ok, raw_json).alias("raw_values_json"),
         row_id.alias(ROW_ID),
-        F.array_compact(F.array(*errors)).alias(PARSE_ERRORS),
+        problem_messages(problems).alias(PARSE_ERRORS),
     )
 
 

@@ -182,13 +182,16 @@ class World:
                 burst_util=self.rng.uniform(0.55, 0.8),
             ))
         from datetime import datetime, timezone
+        taken: set[str] = set()
         for task in tasks:
-            stamp = datetime.fromtimestamp(task.start, timezone.utc)
-            task.task_id = f"{stamp:%Y%m%d-%H%M}-{len(task.servers)}"
-        ids = [t.task_id for t in tasks]
-        for t in tasks:  # two tasks starting in the same minute with the same size: disambiguate
-            if ids.count(t.task_id) > 1:
-                t.task_id += f"-{tasks.index(t)}"  # pragma: no cover - needs an unlucky seed
+            while True:  # a folder is YYYYMMDD-HHMM-N: a second task of that minute and size starts later
+                stamp = datetime.fromtimestamp(task.start, timezone.utc)
+                task.task_id = f"{stamp:%Y%m%d-%H%M}-{len(task.servers)}"
+                if task.task_id not in taken:
+                    break
+                task.start += 60
+                task.first_step_start += 60
+            taken.add(task.task_id)
         return tasks
 
     # ------------------------------------------------------------ episodes
@@ -260,7 +263,7 @@ class World:
                     comm *= stretch
                     causes.append(e.ident)
             pause = 0.0
-            if i % task.save_steps == 0:
+            if i > 1 and i % task.save_steps == 1:  # saved after step 500: step 501 is the slow one
                 pause = task.base_iter_s * self.rng.uniform(0.6, 0.9)
                 causes.append("checkpoint")
             end = comm_start + comm + pause
