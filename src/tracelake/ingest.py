@@ -142,10 +142,11 @@ def ingest_table(
     schema = load_schema(table)
     result = (parser or parse_delimited)(spark, files, schema)
     parsed = result.frame if isinstance(result, Staged) else _materialize(spark, result, run, table)
-    rows_read = parsed.count()
-    bad = parsed.filter(F.size(PARSE_ERRORS) > 0)
-    good = parsed.filter(F.size(PARSE_ERRORS) == 0)
-    parse_failed = bad.count()
+    failed = F.size(PARSE_ERRORS) > 0
+    rows_read, parse_failed = parsed.agg(  # one scan for both counts
+        F.count(F.lit(1)), F.coalesce(F.sum(failed.cast("int")), F.lit(0))).first()
+    bad = parsed.filter(failed)
+    good = parsed.filter(~failed)
 
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, ROW_ID), load_suite(table), ROW_ID)

@@ -38,7 +38,7 @@ from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
 from tracelake.reader import (
     PARSE_ERRORS, ROW_ID, RawFile, Staged, check_header, count_problem, problem_messages, supplied_column,
-    typed_field,
+    typed_field, union_all,
 )
 from tracelake.schema import Column as ColumnSpec
 from tracelake.schema import TableSchema
@@ -157,15 +157,6 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 
 
 # ---------------------------------------------------------------- parsing
-
-def union_all(frames: list[DataFrame]) -> DataFrame:
-    """Union as a balanced tree: depth log2(n). A left-deep union of ~350 reads crashes the
-    Spark Connect client (segmentation fault, measured); a balanced one of thousands does not."""
-    while len(frames) > 1:
-        pairs = [frames[i].unionByName(frames[i + 1]) for i in range(0, len(frames) - 1, 2)]
-        frames = pairs + (frames[-1:] if len(frames) % 2 else [])
-    return frames[0]
-
 
 def _line_endings(raw: RawFile) -> tuple[bool, bool]:
     """(has a UTF-8 BOM, uses CRLF), from the first line: the cheap per-row path is for plain LF."""
