@@ -33,14 +33,14 @@ from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "error")
 
-from tracelake.acme.utilization import plan  # noqa: E402
+from tracelake.sources.acme.utilization import plan  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.pipeline import run_ingest  # noqa: E402
 from tracelake.schema import load_schema  # noqa: E402
 
 PILOT_SCALE = 4.0
-GENERATE = "import sys; from pathlib import Path; from tracelake.acme.generate_util import generate; " \
+GENERATE = "import sys; from pathlib import Path; from tracelake.sources.acme.synth.utilization import generate; " \
            "generate(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))"
 
 

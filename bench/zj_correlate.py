@@ -41,7 +41,7 @@ DAY_S = 24 * 3600
 
 
 def _all_ports() -> list[tuple[str, str]]:
-    from tracelake.zhejiang._cluster import LEAF_RACKS, ST_LEAFS, leaf_name, switch_folder
+    from tracelake.sources.zhejiang.synth.cluster import LEAF_RACKS, ST_LEAFS, leaf_name, switch_folder
 
     ports = []
     for n in range(1, len(LEAF_RACKS) + 1):
@@ -59,7 +59,7 @@ def _every_port_writer():
     """generate_ports asked for every port of every switch, with the world's load model."""
     import importlib
 
-    mod = importlib.import_module("tracelake.zhejiang.generate_ports")
+    mod = importlib.import_module("tracelake.sources.zhejiang.synth.ports")
     everything = _all_ports()
 
     def write_port_hour(root, hour, ports, load, seed):
@@ -70,7 +70,7 @@ def _every_port_writer():
 
 def _whole_day(original):
     """write_tasks that first continues every task at its base pace until a day after its start."""
-    from tracelake.zhejiang.world import Iteration
+    from tracelake.sources.zhejiang.synth.world import Iteration
 
     def write_tasks(world, out, seed):
         for task in world.tasks:
@@ -89,8 +89,8 @@ def _whole_day(original):
 
 
 def generate_world(raw: Path, hours: int) -> None:
-    from tracelake.generators import generate
-    from tracelake.zhejiang import generate as zj
+    from tracelake.registry import generate
+    from tracelake.sources.zhejiang import synth as zj
 
     with contextlib.ExitStack() as stack:
         saved = zj._port_writer, zj.write_tasks
@@ -159,8 +159,8 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     the paths and the network tables, the summary from the gold table), each computed and
     written to Parquet once: the correlation step alone, without the quality gate."""
     from tracelake.lake import read_tables
-    from tracelake.transforms.zhejiang_correlate import iteration_network, task_network_summary, task_paths
-    from tracelake.zhejiang.correlate import NETWORK_INPUTS
+    from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
+    from tracelake.sources.zhejiang.correlate import NETWORK_INPUTS
 
     engine, config = _engine(lake)
     spark, timings = engine.spark, {}

@@ -34,8 +34,8 @@ from tracelake import ingest, lake  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.pipeline import run_ingest  # noqa: E402
-from tracelake.zhejiang import ports  # noqa: E402
-from tracelake.zhejiang.ports import TABLE, find_port_files  # noqa: E402
+from tracelake.sources.zhejiang import ports  # noqa: E402
+from tracelake.sources.zhejiang.ports import TABLE, find_port_files  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",

@@ -18,7 +18,6 @@ os.environ.setdefault("RUST_LOG", "error")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 PROFILE = os.environ.get("TRACELAKE_TEST_PROFILE", "local")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -15,11 +15,12 @@ import sys
 from datetime import date, datetime
 from typing import Any, Iterator, Sequence
 
+from tracelake.config import PROFILES
 from tracelake.errors import TracelakeError
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", choices=("local", "spark", "connect"), help="engine profile")
+    parser.add_argument("--profile", choices=PROFILES, help="engine profile")
     parser.add_argument("--lake", help="lake root folder (default from conf: ./lake)")
     parser.add_argument("--connect-url", help="sc://host:port for the connect profile")
     parser.add_argument(
@@ -32,8 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracelake", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from tracelake.generators import generator_names
-    from tracelake.sources import source_names
+    from tracelake.registry import generator_names, source_names
 
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
@@ -189,7 +189,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tracelake.generators import generate
+    from tracelake.registry import generate
 
     written = generate(args.source, args.out, scale=args.scale, seed=args.seed,
                        hours=args.hours, tasks=args.tasks)
@@ -200,7 +200,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tracelake.lake import register_all
-    from tracelake.reports import build_report
+    from tracelake.report import build_report
 
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tracelake.config import Config
 from tracelake.engine import Engine
-from tracelake.generators import generate
+from tracelake.registry import generate
 from tracelake.ingest import TableStats
 from tracelake.pipeline import Step, run_ingest
 from tracelake.sources.itp import ELASTICFLOW_ARCHIVE, RAW_ARCHIVE

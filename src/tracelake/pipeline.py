@@ -12,7 +12,8 @@ from tracelake.config import Config
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.ingest import Run, TableStats, ingest_table, publish_derived
-from tracelake.sources import get_source
+from tracelake.contract import Derived
+from tracelake.registry import all_derived, get_source
 
 Step = Callable[[str], object]  # progress callback: called with a label, returns a context
 
@@ -28,19 +29,20 @@ def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
 
 
 def rebuild_derived(
-    engine: Engine, config: Config, run: Run, derived: list, changed: set[str], step: Step
+    engine: Engine, config: Config, run: Run, derived: list[Derived], changed: set[str], step: Step
 ) -> list[TableStats]:
-    """Rebuild each derived table one of whose inputs changed in this run, in list order."""
+    """Rebuild each derived table one of whose inputs changed in this run, in list order
+    (registry.all_derived puts every table after the tables it reads)."""
     stats: list[TableStats] = []
-    for table, build, inputs in derived:
-        if not changed.intersection(inputs):
+    for item in derived:
+        if not changed.intersection(item.inputs):
             continue
-        with step(f"{table}: rebuilding"):
-            frame = build(engine.spark, config)
+        with step(f"{item.table}: rebuilding"):
+            frame = item.build(engine.spark, config)
             if frame is None:
                 continue
-            stats.append(publish_derived(engine.spark, config, run, table, frame))
-            changed.add(table)
+            stats.append(publish_derived(engine.spark, config, run, item.table, frame))
+            changed.add(item.table)
     return stats
 
 
@@ -60,7 +62,7 @@ def run_ingest(
                 stats.append(
                     ingest_table(engine.spark, config, run, item.table, item.files, item.parser)
                 )
-        stats += rebuild_derived(engine, config, run, module.DERIVED, {s.table for s in stats}, step)
+        stats += rebuild_derived(engine, config, run, all_derived(), {s.table for s in stats}, step)
     finally:
         run.cleanup()
     lake.register_all(engine.spark, config)

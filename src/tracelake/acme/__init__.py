@@ -1,1 +1,0 @@
-"""AcmeTrace (Seren/Kalos) jobs and utilization: parsers, generator, derived tables."""

@@ -1,0 +1,75 @@
+"""What a source hands the kernel: its bronze inputs (TableInput) and its derived tables (Derived).
+
+A source package (`tracelake.sources.<name>`) exposes `plan(raw_dir, staging) -> list[TableInput]`
+and `DERIVED: list[Derived]`; `ingest` turns each TableInput into one bronze table, `pipeline`
+rebuilds every Derived whose inputs changed in the run, whichever package declared it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+
+from tracelake.config import Config
+from tracelake.errors import TracelakeError
+from tracelake.lake import read_tables
+from tracelake.reader import RawFile, Staged
+from tracelake.schema import TableSchema, load_schema
+
+# (spark, files, schema) -> frame with the parser contract (reader.finish): the schema's data
+# columns, source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>,
+# empty = good); wrapped in Staged when the parser has materialized it itself
+Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged]
+Build = Callable[[SparkSession, Config], DataFrame | None]
+
+
+@dataclass(frozen=True)
+class TableInput:
+    table: str
+    files: list[RawFile]
+    parser: Parser | None = None  # None: delimited text with the schema's fixed raw header
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A silver/gold table rebuilt when any of `inputs` changed; `build` returns None while
+    the inputs it needs are not in the lake yet."""
+
+    table: str
+    inputs: tuple[str, ...]
+    build: Build
+
+
+def derived(
+    table: str, transform: Callable[..., DataFrame | None], required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+) -> Derived:
+    """The common Derived: read `required` tables (no rebuild while one is absent) and
+    `optional` ones (an empty frame of their schema while absent), then
+    `transform(*required, *optional)`."""
+
+    def build(spark: SparkSession, config: Config) -> DataFrame | None:
+        frames = read_tables(spark, config, *required, *optional)
+        if any(f is None for f in frames[: len(required)]):
+            return None
+        rest = [
+            f if f is not None else spark.createDataFrame([], load_schema(name).spark_schema())
+            for f, name in zip(frames[len(required):], optional)
+        ]
+        return transform(*frames[: len(required)], *rest)
+
+    build.__name__ = f"build_{table.replace('.', '_')}"
+    return Derived(table, (*required, *optional), build)
+
+
+def combined_plan(parts: tuple[ModuleType, ...], raw_dir: Path, staging: Path, expected: str) -> list[TableInput]:
+    """A source made of parts (each with its own plan): all their inputs, or an error naming
+    what the release folder should have held."""
+    inputs = [item for part in parts for item in part.plan(raw_dir, staging)]
+    if not inputs:
+        raise TracelakeError(f"{raw_dir}: no {expected}")
+    return inputs

@@ -1,0 +1,82 @@
+"""AcmeTrace jobs: trace_seren.csv and trace_kalos.csv → bronze.acme_jobs.
+
+The two files have different headers but one table: the schema's raw header is Kalos's 17
+columns, and Seren's 13 are the same list without the four Kalos-only columns. Each file is
+parsed against a view of the schema with its own exact header (so the header check stays
+strict per file), and the Kalos-only columns come out null for Seren.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import reduce
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from tracelake.errors import TracelakeError
+from tracelake.reader import RawFile, check_header, parse_lines, read_raw_lines
+from tracelake.schema import TableSchema
+from tracelake.contract import TableInput
+
+TABLE = "bronze.acme_jobs"
+CLUSTERS = ("seren", "kalos")
+FILE_NAME = "trace_{cluster}.csv"
+RELEASE_FOLDER = "job_trace"  # the release keeps the job CSVs in data/job_trace/
+KALOS_ONLY = ("mem_per_pod_GB", "shared_mem_per_pod", "fail_time", "stop_time")
+SEREN_HEADER = (
+    "job_id", "user", "node_num", "gpu_num", "cpu_num", "type", "state",
+    "submit_time", "start_time", "end_time", "duration", "queue", "gpu_time",
+)
+
+
+def cluster_view(schema: TableSchema, cluster: str) -> TableSchema:
+    """The schema as one cluster's file sees it: its exact header; absent columns become null."""
+    if cluster == "kalos":
+        return schema
+    header = tuple(h for h in schema.raw_header if h not in KALOS_ONLY)
+    if header != SEREN_HEADER:  # the two documented headers drifted apart
+        raise TracelakeError(f"{schema.full_name}: Kalos header minus {KALOS_ONLY} is not Seren's header")
+    columns = tuple(replace(c, source=None) if c.source in KALOS_ONLY else c for c in schema.columns)
+    return replace(schema, raw_header=header, columns=columns)
+
+
+def _absent_columns(schema: TableSchema, cluster: str) -> dict[str, None]:
+    """Columns the cluster's file lacks, supplied as nulls (Kalos-only columns for Seren)."""
+    return {} if cluster == "kalos" else {c.name: None for c in schema.columns if c.source in KALOS_ONLY}
+
+
+def parse_acme_jobs(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """Both clusters' files into one frame with the parse_lines contract; `cluster` comes from
+    each RawFile's constants."""
+    frames = []
+    for raw in files:
+        cluster = raw.constants.get("cluster")
+        if cluster not in CLUSTERS:
+            raise TracelakeError(f"{raw.name}: unknown AcmeTrace cluster {cluster!r}")
+        view = cluster_view(schema, cluster)
+        check_header(raw, view)
+        constants = {**_absent_columns(schema, cluster), **raw.constants}
+        lines = read_raw_lines(spark, [replace(raw, constants=constants)], view)
+        frames.append(parse_lines(lines, view))
+    if not frames:
+        raise TracelakeError(f"no input files for {schema.full_name}")
+    return reduce(DataFrame.unionByName, frames)
+
+
+def _find(raw_dir: Path, cluster: str) -> Path | None:
+    name = FILE_NAME.format(cluster=cluster)
+    found = [p for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if p.is_file()]
+    if len(found) > 1:
+        raise TracelakeError(f"{raw_dir}: {name} is both at the top and in {RELEASE_FOLDER}/; keep one")
+    return found[0] if found else None
+
+
+def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    """The job CSVs found in raw_dir (or raw_dir/job_trace); [] when there are none."""
+    files = []
+    for cluster in CLUSTERS:
+        path = _find(raw_dir, cluster)
+        if path is not None:
+            files.append(RawFile(str(path), str(path.relative_to(raw_dir)), {"cluster": cluster}))
+    return [TableInput(TABLE, files, parse_acme_jobs)] if files else []

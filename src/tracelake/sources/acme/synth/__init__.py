@@ -1,0 +1,13 @@
+"""AcmeTrace: Seren/Kalos job CSVs (+ ground-truth JSON) and utilization CSVs, in the documented
+formats. The files are not public; see other-traces-format.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracelake.sources.acme.synth import jobs as generate_jobs
+from tracelake.sources.acme.synth import utilization as generate_util
+
+
+def generate(out: Path, scale: float, seed: int) -> list[Path]:
+    return generate_jobs.generate(out, scale, seed) + generate_util.generate(out, scale, seed)

@@ -1,0 +1,301 @@
+"""AcmeTrace utilization CSVs (DCGM, Prometheus, IPMI) -> bronze.acme_utilization, bronze.acme_power.
+
+Folder convention, the release's own layout under its data/ folder (`--raw` points there):
+
+    <raw>/utilization/<cluster>/<METRIC>.csv              cluster: seren | kalos
+    <raw>/utilization/<cluster>/<METRIC>-<YYYY>-<MM>.csv  monthly split of the same metric
+    <raw>/utilization/ipmi/<KIND>_Power.csv               IPMI power of Seren's servers
+    <raw>/utilization/<cluster>/ipmi/<KIND>_Power.csv     IPMI power of a named cluster
+
+(`.csv.gz` too). Folders without CSVs (the release's util_pkl) are ignored; a CSV anywhere else
+under utilization/ is an error, so a misplaced file is never skipped quietly.
+
+Metric files are wide: `Time` (epoch seconds) and one column per node IP (`<IP>`, IB counters
+`<IP>-mlx5_0`) or per GPU (`<IP>-<gpu index>`). Their headers differ per file, so the default
+reader (fixed header) does not apply: the header is read here, at the edge, parsed into a small
+frame, and Spark does the wide-to-long (transforms.utilization). One bronze row per cell:
+
+  * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
+  * a cell that is not a finite number, sits under a column name that is not
+    `<node>[-<gpu>][-<ib device>]`, or is on a line with the wrong field count or an unreadable
+    Time goes to quarantine with its reason;
+  * duplicate Time rows (within a file, or across the monthly files of one metric): one cell per
+    (cluster, metric, ts, node_ip, gpu_index, ib_device) is kept, the others go to quarantine as
+    'duplicate Time row' (naming the kept value when theirs differs). The kept one is from the
+    unsplit file if there is one, else the earliest month.
+So non-empty cells read = rows kept + rows quarantined, and rows kept = distinct cell keys.
+Known release quirks are kept and counted by the gate (expectations/bronze.acme_utilization.json),
+never dropped: the NODE_MEMORY window of 2023-07-19 11:35-14:01 +08:00 with `<IP>.1` column names,
+Kalos CPU utilization above 1.0.
+
+IPMI files are long: one line per (Time, server) with a server column (`IP`, `Node`, `Host`,
+`Hostname`, `Server` or `Instance`, any case) and one column per power reading in W
+(`Sys_Total_Power`, `MEM_Power`, ...). They become one row per (ts, node, component); type-B
+servers leave MEM_Power empty, which is no sample, so they simply have no MEM_Power rows.
+Times may be epoch seconds, ISO with an offset, or naive `yyyy-MM-dd HH:mm:ss`, read as
+Asia/Shanghai (the clusters' local time, as the release's notebook displays them). The IPMI
+layout is inferred from the release notebook (it reads Time and Sys_Total_Power and splits type
+A/B rows by missing values); no IPMI file was available to check it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.errors import TracelakeError
+from tracelake.reader import RawFile
+from tracelake.schema import TableSchema
+from tracelake.contract import TableInput
+from tracelake.sources.acme.unpivot import wide_to_long
+
+
+UTILIZATION_TABLE = "bronze.acme_utilization"
+POWER_TABLE = "bronze.acme_power"
+CLUSTERS = ("seren", "kalos")
+IPMI_DIR = "ipmi"
+IPMI_DEFAULT_CLUSTER = "seren"  # the release's utilization/ipmi holds Seren's servers
+LOCAL_ZONE = "Asia/Shanghai"
+METRIC_FILE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+?)(?:-(?P<month>\d{4}-\d{2}))?\.csv(?:\.gz)?$")
+POWER_FILE = re.compile(r"^(?P<kind>[A-Za-z0-9_]+?)_Power\.csv(?:\.gz)?$")
+COLUMN_NAME = re.compile(r"^(?P<node>[^-\s]+)(?:-(?P<gpu>\d+))?(?:-(?P<ib>[A-Za-z][A-Za-z0-9]*_\d+))?$")
+NODE_COLUMNS = ("ip", "node", "host", "hostname", "server", "instance")
+
+# unit of each metric's raw values (ratio = 0..1; percent = 0..100)
+UNITS = {
+    "NODE_CPU_UTILIZATION": "ratio", "NODE_MEMORY_UTILIZATION": "ratio",
+    "NODE_IB_SEND": "B/s", "NODE_IB_RECEIVE": "B/s",
+    "XID_ERRORS": "xid", "GPU_TEMP": "degC", "MEMORY_TEMP": "degC", "MEM_CLOCK": "MHz",
+    "SM_CLOCK": "MHz", "MEM_COPY_UTIL": "percent", "GPU_UTIL": "percent", "FB_FREE": "MiB",
+    "FB_USED": "MiB", "POWER_USAGE": "W", "DRAM_ACTIVE": "ratio", "PIPE_TENSOR_ACTIVE": "ratio",
+    "SM_ACTIVE": "ratio", "SM_OCCUPANCY": "ratio",
+}
+
+
+@dataclass(frozen=True)
+class Header:
+    names: tuple[str, ...]
+
+    @property
+    def line(self) -> str:
+        return ",".join(self.names)
+
+
+def read_header(path: str, name: str) -> Header:
+    """The first line of a (possibly gzipped) CSV, BOM and line end removed."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as fh:
+        first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
+    if not first:
+        raise TracelakeError(f"{name}: empty file, expected a header starting with Time")
+    names = tuple(first.split(","))
+    if "Time" not in names:
+        raise TracelakeError(f"{name}: header has no Time column: '{first[:120]}'")
+    return Header(names)
+
+
+def parse_column_name(name: str) -> tuple[str | None, int | None, str | None, str | None]:
+    """(node, gpu index, IB device, error) of a metric column such as 10.140.0.1-3 or -mlx5_0."""
+    match = COLUMN_NAME.match(name)
+    if not match:
+        return None, None, None, f"column '{name}' is not <node>[-<gpu>][-<ib device>]"
+    gpu = match.group("gpu")
+    return match.group("node"), int(gpu) if gpu is not None else None, match.group("ib"), None
+
+
+# ---------------------------------------------------------------- planning (file discovery)
+
+def _csvs(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and re.search(r"\.csv(\.gz)?$", p.name))
+
+
+def _rel(path: Path, raw_dir: Path) -> str:
+    return path.relative_to(raw_dir).as_posix()
+
+
+def _one_per_series(files: list[RawFile], keys: tuple[str, ...]) -> None:
+    """`X.csv` and `X.csv.gz` (or two spellings of one month) would be the same series twice."""
+    seen: dict[tuple, str] = {}
+    for f in files:
+        key = tuple(f.constants.get(k) for k in keys)
+        if key in seen:
+            raise TracelakeError(f"{seen[key]} and {f.name} hold the same series; keep one")
+        seen[key] = f.name
+
+
+def _metric_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
+    files = []
+    for path in _csvs(folder):
+        match = METRIC_FILE.match(path.name)
+        if not match:
+            raise TracelakeError(
+                f"{_rel(path, raw_dir)}: utilization files are <METRIC>.csv or <METRIC>-<YYYY>-<MM>.csv"
+            )
+        metric = match.group("metric")
+        files.append(RawFile(str(path), _rel(path, raw_dir), {
+            "cluster": cluster, "metric": metric, "month": match.group("month"),
+            "unit": UNITS.get(metric)}))
+    _one_per_series(files, ("cluster", "metric", "month"))
+    return files
+
+
+def _power_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
+    files = []
+    for path in _csvs(folder):
+        match = POWER_FILE.match(path.name)
+        if not match:
+            raise TracelakeError(f"{_rel(path, raw_dir)}: IPMI files are <KIND>_Power.csv, e.g. GPU_AB_Power.csv")
+        files.append(RawFile(str(path), _rel(path, raw_dir),
+                             {"cluster": cluster, "kind": match.group("kind"), "unit": "W"}))
+    _one_per_series(files, ("cluster", "kind"))
+    return files
+
+
+def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    """TableInputs for the utilization files found in raw_dir; [] when there are none."""
+    root = Path(raw_dir) / "utilization"
+    if not root.is_dir():
+        return []
+    metrics: list[RawFile] = []
+    power: list[RawFile] = []
+    if _csvs(root):
+        raise TracelakeError(f"{_rel(root, raw_dir)}: CSVs belong in utilization/<cluster>/ or utilization/ipmi/")
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if folder.name in CLUSTERS:
+            metrics += _metric_files(folder, folder.name, raw_dir)
+            for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+                if sub.name == IPMI_DIR:
+                    power += _power_files(sub, folder.name, raw_dir)
+                elif _csvs(sub):
+                    raise TracelakeError(f"{_rel(sub, raw_dir)}: unknown folder (only ipmi/ may sit in a cluster folder)")
+        elif folder.name == IPMI_DIR:
+            power += _power_files(folder, IPMI_DEFAULT_CLUSTER, raw_dir)
+        elif _csvs(folder):
+            raise TracelakeError(
+                f"{_rel(folder, raw_dir)}: unknown utilization folder (clusters: {', '.join(CLUSTERS)}; or ipmi)"
+            )
+    _one_per_series(power, ("cluster", "kind"))
+    inputs = []
+    if metrics:
+        inputs.append(TableInput(UTILIZATION_TABLE, metrics, parse_utilization))
+    if power:
+        inputs.append(TableInput(POWER_TABLE, power, parse_power))
+    return inputs
+
+
+# ---------------------------------------------------------------- parsers
+
+def _file_entry(i: int, raw: RawFile, header: Header, series: int, time_pos: int, id_pos: int) -> dict:
+    return {"path": raw.path, "header_line": header.line, "file_id": i, "series_id": series,
+            "n_cols": len(header.names), "time_pos": time_pos, "id_pos": id_pos}
+
+
+def _series_ids(files: list[RawFile], keys: tuple[str, str]) -> list[int]:
+    """Files of one series (e.g. a metric's monthly files) share an id: duplicates span them."""
+    ids: dict[tuple, int] = {}
+    return [ids.setdefault(tuple(f.constants[k] for k in keys), len(ids)) for f in files]
+
+
+def _json_key(name: str) -> str:
+    return json.dumps(name) + ":"
+
+
+def _repeat_error(name: str, first: str) -> str:
+    if name == first:
+        return f"header repeats column '{name}'"
+    return f"column '{name}' names the same series as column '{first}'"
+
+
+def utilization_header_rows(file_id: int, raw: RawFile, header: Header) -> list[tuple]:
+    """One row per value column: file constants, column name, parsed key, header_error."""
+    month = raw.constants.get("month")
+    rank = int(month.replace("-", "")) if month else 0  # the unsplit file first, then by month
+    fixed = (raw.name, rank, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"])
+    rows, seen = [], {}
+    time_pos = header.names.index("Time")
+    for pos, name in enumerate(header.names):
+        if pos == time_pos:
+            continue
+        node, gpu, ib, error = parse_column_name(name)
+        if name == "Time":
+            error = "second Time column"
+        key = (node, gpu, ib)
+        if error is None and key in seen:
+            error = _repeat_error(name, seen[key])
+        seen.setdefault(key, name)
+        rows.append((file_id, pos, *fixed, name, None, _json_key(name), None, node, gpu, ib, error))
+    return rows
+
+
+UTILIZATION_HEADER = (
+    "file_id int, pos int, source_file string, file_rank int, cluster string, metric string, "
+    "unit string, column string, id_name string, json_key string, id_json_key string, "
+    "node_ip string, gpu_index int, ib_device string, header_error string"
+)
+
+
+def parse_utilization(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract)."""
+    entries, header_rows = [], []
+    for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "metric")))):
+        header = read_header(raw.path, raw.name)
+        entries.append(_file_entry(i, raw, header, series, header.names.index("Time"), -1))
+        header_rows += utilization_header_rows(i, raw, header)
+    header_df = spark.createDataFrame(header_rows, UTILIZATION_HEADER)
+    keys = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
+    data = [F.col(c) for c in (*keys, "value", "unit")]
+    return wide_to_long(spark, entries, header_df, ["series_id", "ts"], keys, data, LOCAL_ZONE)
+
+
+def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
+    """One row per reading column: file constants, column (= component), header_error."""
+    fixed = (raw.name, 0, raw.constants["cluster"], raw.constants["kind"], raw.constants["unit"])
+    time_pos = header.names.index("Time")
+    rows, seen = [], set()
+    for pos, name in enumerate(header.names):
+        if pos in (time_pos, id_pos):
+            continue
+        error = None
+        if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
+            error = f"column '{name}' is not a power reading name"
+        elif name in seen:
+            error = _repeat_error(name, name)
+        seen.add(name)
+        id_name = header.names[id_pos]
+        rows.append((file_id, pos, *fixed, name, id_name, _json_key(name), _json_key(id_name), name, error))
+    return rows
+
+
+POWER_HEADER = (
+    "file_id int, pos int, source_file string, file_rank int, cluster string, kind string, "
+    "unit string, column string, id_name string, json_key string, id_json_key string, "
+    "component string, header_error string"
+)
+
+
+def parse_power(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """IPMI power CSVs -> one row per (ts, node, component) of bronze.acme_power."""
+    entries, header_rows = [], []
+    for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "kind")))):
+        header = read_header(raw.path, raw.name)
+        lowered = [n.lower() for n in header.names]
+        id_pos = next((lowered.index(c) for c in NODE_COLUMNS if c in lowered), None)
+        if id_pos is None:
+            raise TracelakeError(
+                f"{raw.name}: IPMI files need a server column ({', '.join(NODE_COLUMNS)}); "
+                f"header is '{header.line[:120]}'"
+            )
+        entries.append(_file_entry(i, raw, header, series, header.names.index("Time"), id_pos))
+        header_rows += power_header_rows(i, raw, header, id_pos)
+    header_df = spark.createDataFrame(header_rows, POWER_HEADER)
+    keys = ["cluster", "kind", "ts", "id_raw", "component"]
+    data = [F.col("cluster"), F.col("kind"), F.col("ts"), F.col("id_raw").alias("node"),
+            F.col("component"), F.col("value"), F.col("unit")]
+    return wide_to_long(spark, entries, header_df, ["series_id", "ts", "id_raw"], keys, data,
+                        LOCAL_ZONE)

@@ -1,0 +1,62 @@
+"""Microsoft ITP jobs from the ElasticFlow release: raw-traces.tar.gz and elasticflow-traces.tar.gz.
+
+Both archives use the same member names (cluster01.csv …), so each is unpacked into its own
+staging folder; lineage names keep the archive (`raw-traces.tar.gz!cluster01.csv`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tracelake.archives import extract_members
+from tracelake.errors import TracelakeError
+from tracelake.reader import RawFile
+from tracelake.contract import Derived, TableInput
+
+RAW_ARCHIVE = "raw-traces.tar.gz"
+ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
+CLUSTER_MEMBER = re.compile(r"^(cluster\d{2})\.csv$")
+TESTBED_MEMBER = "195job.csv"
+DERIVED: list[Derived] = []  # silver.jobs and gold.jobs_* read ITP too: tracelake.crosstrace
+
+
+def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
+    return extract_members(archive, staging / archive.name.split(".")[0], lambda n: n.endswith(".csv"))
+
+
+def _raw_files(archive: Path, staging: Path) -> list[RawFile]:
+    files = []
+    for member, path in sorted(_csv_members(archive, staging).items()):
+        match = CLUSTER_MEMBER.match(Path(member).name)
+        if not match:
+            raise TracelakeError(f"{archive.name}: unexpected CSV member '{member}' (want clusterNN.csv)")
+        files.append(RawFile(str(path), f"{archive.name}!{member}", {"cluster": match.group(1)}))
+    return files
+
+
+def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
+    files = []
+    for member, path in sorted(_csv_members(archive, staging).items()):
+        base = Path(member).name
+        match = CLUSTER_MEMBER.match(base)
+        if match:
+            constants = {"variant": "elasticflow", "cluster": match.group(1)}
+        elif base == TESTBED_MEMBER:
+            constants = {"variant": "testbed", "cluster": None}
+        else:
+            raise TracelakeError(f"{archive.name}: unexpected CSV member '{member}'")
+        files.append(RawFile(str(path), f"{archive.name}!{member}", constants))
+    return files
+
+
+def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    inputs = []
+    if (raw_dir / RAW_ARCHIVE).is_file():
+        inputs.append(TableInput("bronze.itp_jobs", _raw_files(raw_dir / RAW_ARCHIVE, staging)))
+    if (raw_dir / ELASTICFLOW_ARCHIVE).is_file():
+        files = _elasticflow_files(raw_dir / ELASTICFLOW_ARCHIVE, staging)
+        inputs.append(TableInput("bronze.elasticflow_jobs", files))
+    if not inputs:
+        raise TracelakeError(f"{raw_dir}: neither {RAW_ARCHIVE} nor {ELASTICFLOW_ARCHIVE} found")
+    return inputs

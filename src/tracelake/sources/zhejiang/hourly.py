@@ -1,0 +1,263 @@
+"""Zhejiang hourly CSVs: trafficinfo/<hour>/<hour>_{flow,nic,link,port}.csv, or the same four
+kinds as the sheets of trafficinfo/<hour>/<hour>.xlsx (format doc §1, §4).
+
+The real files are not public, so the reader is lenient where the doc is unsure and strict where
+a mistake would lose data: headers are matched case-insensitively, in any order, in the release's
+misspelt or the corrected spelling (and the duplicate OutBrdcastPkts by position); every field is
+trimmed; files that are not UTF-8 are read as GB18030; times are China-local 上午/下午 text,
+converted to UTC with column expressions (see _zhtime). A missing documented column stops the run
+with one line; a row that does not fit goes to quarantine with its reasons.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import re
+from datetime import date, datetime, time
+from functools import reduce
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.config import Config
+from tracelake.errors import TracelakeError
+from tracelake.lake import read_tables
+from tracelake.reader import (
+    PARSE_ERRORS, ROW_ID, RawFile, count_problem, problem_messages, supplied_column, typed_field,
+)
+from tracelake.schema import TableSchema
+from tracelake.contract import TableInput, derived
+from tracelake.sources.zhejiang.transforms.hourly import link_wiring, nic_rates
+from tracelake.sources.zhejiang.xlsx import read_sheets
+from tracelake.sources.zhejiang.clock import cst_to_utc
+
+TABLES = {
+    "flow": "bronze.zj_flow",
+    "nic": "bronze.zj_nic",
+    "link": "bronze.zj_link",
+    "port": "bronze.zj_port_minute",
+}
+HOUR_DIR = re.compile(r"^\d{10}$")
+# a column whose header marks the kind, for workbook sheets whose names do not say it
+SIGNATURE = {"flow": "sourceqp", "nic": "receivedbytes", "link": "ifabbreviatedname", "port": "inpktsloss"}
+# corrected spellings (lower case) -> the release's raw name; the duplicate link column
+SPELLINGS = {
+    "receivedpacketsbyunicast": "ReceiveddPacketsByUnicast",
+    "transmittedpacketsbyunicast": "TransmitteddPacketsByUnicast",
+    "inmulticastpkts": "InMuticastPkts",
+    "outmulticastpkts": "OutMuticastPkts",
+    "outbrdcastpkts.1": "OutBrdcastPkts_2",
+}
+OPTIONAL = {"OutBrdcastPkts_2"}  # a de-duplicating export may have dropped the repeated column
+TRAFFIC = "trafficinfo"
+
+
+# ---------------------------------------------------------------- planning
+
+def _is_utf8(path: Path) -> bool:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                decoder.decode(chunk)
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _as_utf8(path: Path, staging: Path, name: str) -> str:
+    """Spark's text reader reads UTF-8: re-encode a GB18030 file into the run's staging folder."""
+    if _is_utf8(path):
+        return str(path)
+    target = staging / name.replace("/", "__")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(path, encoding="gb18030", newline="") as src, open(target, "w", encoding="utf-8", newline="") as dst:
+            while chunk := src.read(1 << 22):
+                dst.write(chunk)
+    except UnicodeDecodeError as exc:
+        raise TracelakeError(f"{name}: neither UTF-8 nor GB18030 text ({exc})") from exc
+    return str(target)
+
+
+def _cell_text(value: object) -> str:
+    """A workbook cell as the CSV text an export would have written."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).upper()
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 2**63 else repr(value)
+    if isinstance(value, datetime):  # a real date cell: local time as shown, 24-hour
+        frac = f".{value.microsecond:06d}" if value.microsecond else ""
+        return f"{value.year}/{value.month}/{value.day} {value:%H:%M:%S}{frac}"
+    if isinstance(value, (date, time)):
+        return value.isoformat()
+    return str(value)
+
+
+def _sheet_kind(sheet: str, rows: list[list[object]], where: str) -> str | None:
+    named = [k for k in TABLES if k in sheet.lower()]
+    if len(named) == 1:
+        return named[0]
+    if not rows:
+        return None
+    header = {_cell_text(v).strip().lower() for v in rows[0]}
+    kinds = [k for k, col in SIGNATURE.items() if col in header]
+    if len(kinds) != 1:
+        raise TracelakeError(f"{where}: sheet '{sheet}' is none of flow/nic/link/port (by name or header)")
+    return kinds[0]
+
+
+def _workbook_files(path: Path, hour: str, staging: Path) -> dict[str, RawFile]:
+    """Each sheet of <hour>.xlsx as a UTF-8 CSV in staging, named <hour>.xlsx!<sheet>."""
+    where = f"{TRAFFIC}/{hour}/{path.name}"
+    found: dict[str, RawFile] = {}
+    for sheet, rows in read_sheets(path).items():
+        kind = _sheet_kind(sheet, rows, where)
+        if kind is None:
+            continue  # an empty sheet holds no rows
+        if kind in found:
+            raise TracelakeError(f"{where}: two sheets hold {kind} rows")
+        target = staging / "zj_hourly" / hour / f"{path.stem}__{kind}.csv"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+        for row in rows:
+            writer.writerow([_cell_text(v) for v in row])
+        target.write_text(buffer.getvalue(), encoding="utf-8")
+        found[kind] = RawFile(str(target), f"{where}!{sheet}", {"hour_cst": hour})
+    return found
+
+
+def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    """TableInputs for the hourly files found in raw_dir; [] when there are none."""
+    root = raw_dir / TRAFFIC
+    if not root.is_dir():
+        return []
+    files: dict[str, list[RawFile]] = {kind: [] for kind in TABLES}
+    for hour_dir in sorted(p for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)):
+        hour = hour_dir.name
+        by_kind: dict[str, RawFile] = {}
+        for kind in TABLES:
+            path = hour_dir / f"{hour}_{kind}.csv"
+            if path.is_file():
+                name = f"{TRAFFIC}/{hour}/{path.name}"
+                by_kind[kind] = RawFile(_as_utf8(path, staging / "zj_hourly", name), name, {"hour_cst": hour})
+        book = hour_dir / f"{hour}.xlsx"
+        if book.is_file():
+            for kind, raw in _workbook_files(book, hour, staging).items():
+                if kind in by_kind:
+                    raise TracelakeError(
+                        f"{TRAFFIC}/{hour}: {kind} rows both in {hour}_{kind}.csv and {book.name}; keep one"
+                    )
+                by_kind[kind] = raw
+        for kind, raw in by_kind.items():
+            files[kind].append(raw)
+    return [TableInput(TABLES[k], v, parse_hourly) for k, v in files.items() if v]
+
+
+# ---------------------------------------------------------------- parsing
+
+def _first_line(path: str) -> str:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return fh.readline().rstrip("\r\n").lstrip("\ufeff")
+
+
+def header_positions(header_line: str, schema: TableSchema, where: str) -> tuple[dict[str, int], list[str]]:
+    """Raw column name -> field position, and a unique label for every field of the file.
+
+    Matching ignores case and padding and takes the corrected spellings; a name that repeats
+    (link.csv's OutBrdcastPkts) maps its second occurrence to `<name>_2`."""
+    known = {name.lower(): name for name in schema.raw_header}
+    known.update({k: v for k, v in SPELLINGS.items() if v in schema.raw_header})
+    positions: dict[str, int] = {}
+    labels: list[str] = []
+    for i, field in enumerate(header_line.split(schema.delimiter)):
+        text = field.strip()
+        name = known.get(text.lower())
+        if name in positions and f"{name}_2" in schema.raw_header:
+            name = f"{name}_2"
+        if name is None or name in positions:
+            name = text if text and text not in labels else f"_extra_{i + 1}"
+        else:
+            positions[name] = i
+        labels.append(name)
+    missing = [n for n in schema.raw_header if n not in positions and n not in OPTIONAL]
+    if missing:
+        raise TracelakeError(
+            f"{where}: header lacks {schema.full_name}'s documented column(s) {', '.join(missing)} "
+            f"(found: {header_line[:300]})"
+        )
+    return positions, labels
+
+
+def _typed(raw: Column, type_name: str) -> Column:
+    if type_name == "string":
+        return raw
+    if type_name == "timestamp":
+        return cst_to_utc(raw)
+    return raw.try_cast(type_name)
+
+
+def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataFrame:
+    header = _first_line(raw.path)
+    positions, labels = header_positions(header, schema, raw.name)
+    line = F.regexp_replace(F.regexp_replace(F.col("value"), "\r$", ""), "^\ufeff", "")
+    # lineSep "\n": with the default, Sail returns extra empty lines where a split falls
+    # between the \r and \n of a CRLF file (measured); \r is stripped above instead
+    lines = spark.read.option("lineSep", "\n").text(raw.path).select(
+        F.lit(raw.name).alias("source_file"), line.alias("raw_line"),
+        *[F.lit(raw.constants.get(k)).cast("string").alias(k) for k in sorted(raw.constants)],
+    ).filter(F.col("raw_line") != F.lit(header))
+
+    n_fields = len(labels)
+    base = ["source_file", "raw_line", *sorted(raw.constants)]
+    split = lines.select(*base, F.split(F.col("raw_line"), re.escape(schema.delimiter), -1).alias("_fields"))
+    count_ok = F.size("_fields") == F.lit(n_fields)
+    staged = split.select(  # split and trim once; the typed columns below refer to _v<i>
+        *base, F.size("_fields").alias("_n"),
+        *[F.when(count_ok, F.trim(F.get(F.col("_fields"), i))).alias(f"_v{i}") for i in range(n_fields)],
+    )
+    count_ok = F.col("_n") == F.lit(n_fields)
+    problems = [count_problem(count_ok, F.col("_n"), n_fields)]
+    value_at = {label: F.col(f"_v{i}") for i, label in enumerate(labels)}
+    typed: list[Column] = []
+    for col in schema.data_columns:
+        if col.source is None:
+            typed.append(supplied_column(col, staged.columns, schema))
+            continue
+        if col.source not in positions:  # an optional column this file does not have
+            typed.append(F.lit(None).cast(col.type).alias(col.name))
+            continue
+        text = value_at[labels[positions[col.source]]]
+        value, col_problems = typed_field(text, col, lambda t, c=col: _typed(t, c.type), count_ok)
+        typed.append(value.alias(col.name))
+        problems += col_problems
+    raw_json = F.to_json(F.struct(*[value_at[label].alias(label) for label in labels]))
+    row_id = F.sha2(F.concat_ws("\u0001", F.col("source_file"), F.col("raw_line")), 256)
+    return staged.select(
+        *typed, "source_file", "raw_line",
+        F.when(count_ok, raw_json).alias("raw_values_json"),
+        row_id.alias(ROW_ID),
+        problem_messages(problems).alias(PARSE_ERRORS),
+    )
+
+
+def parse_hourly(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """The parse_lines contract for hourly files whose headers may differ in order and spelling."""
+    if not files:
+        raise TracelakeError(f"no input files for {schema.full_name}")
+    return reduce(DataFrame.unionByName, [_parse_file(spark, raw, schema) for raw in files])
+
+
+# ---------------------------------------------------------------- derived tables
+
+DERIVED = [
+    derived("silver.zj_nic_rates", nic_rates, ("bronze.zj_nic",)),
+    derived("silver.zj_link_wiring", link_wiring, ("bronze.zj_link",)),
+]

@@ -1,0 +1,180 @@
+"""`tracelake generate zhejiang`: a release-shaped folder whose layers agree with each other.
+
+out/
+  cluster_2000_A100.xlsx             the real workbook copied (TRACELAKE_ZJ_TOPOLOGY or
+                                     ../shared/data), else the built-in synthetic one
+  trafficinfo/<hour>/<hour>_{flow,nic,link,port}.csv   (or <hour>.xlsx), hours in CST
+  trafficinfo/<hour>/<switch folder>/<port>.csv         per-port 0.5 s counters (generate_ports)
+  taskinfo/<task>/…                                     task logs (generate_tasks)
+  ground_truth.json                  tasks, placements, iterations, episodes, decoys, quiet
+                                     slow iterations: the answers for the correlation work
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from tracelake.errors import TracelakeError
+from tracelake.sources.zhejiang.synth.cluster import load_cluster, switch_folder, write_cluster_workbook
+from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
+from tracelake.sources.zhejiang.synth.world import Episode, Task, World
+
+MANIFEST = "ground_truth.json"
+DEFAULT_START = "2024052400"  # the real sample hour (CST)
+GPUS_TO_NIC = 2  # A100 HGX: GPU{0,1} -> NIC[0], {2,3} -> [1], {4,5} -> [2], {6,7} -> [3]
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _dt(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, timezone.utc)
+
+
+def hour_list(start: str, hours: int) -> list[str]:
+    if not re.fullmatch(r"\d{10}", start):
+        raise TracelakeError(f"start hour must be YYYYMMDDHH (China time), got {start!r}")
+    first = datetime.strptime(start, "%Y%m%d%H")
+    return [f"{first + timedelta(hours=h):%Y%m%d%H}" for h in range(hours)]
+
+
+# ---------------------------------------------------------------- the other writers
+
+def _writer(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"tracelake.sources.zhejiang.synth.{name}")
+    except ModuleNotFoundError as exc:
+        raise TracelakeError(f"the zhejiang generator needs tracelake.sources.zhejiang.synth.{name}, which is missing") from exc
+
+
+def _task_writer():
+    return _writer("tasks")
+
+
+def _port_writer():
+    return _writer("ports")
+
+
+def write_tasks(world: World, out: Path, seed: int) -> list[Path]:
+    mod = _task_writer()
+    written = []
+    for k, task in enumerate(world.tasks):
+        hosts = tuple(mod.HostSpec(s.sysname, s.host_ip, tuple(n.rdma for n in s.nics)) for s in task.servers)
+        spec = mod.TaskSpec(
+            task_id=task.task_id, job=task.job, style=task.style, hosts=hosts,
+            gpus_per_host=task.gpus_per_host, start=_dt(task.start),
+            iteration_ends=tuple(_dt(it.end) for it in task.iterations),
+            first_step_start=_dt(task.first_step_start),
+        )
+        written.append(Path(mod.write_task(out / "taskinfo", spec, seed + k)))
+    return written
+
+
+def write_ports(world: World, out: Path, seed: int) -> list[Path]:
+    mod = _port_writer()
+    written = []
+    for h, hour in enumerate(world.hours):
+        written += [Path(p) for p in mod.write_port_hour(
+            out, hour, world.monitored_by_folder(), world.load, seed + h)]  # writes out/trafficinfo/<hour>/...
+    return written
+
+
+# ---------------------------------------------------------------- manifest
+
+def _episode(e: Episode, world: World) -> dict:
+    slowed = []
+    for task in world.tasks:
+        hits = [it.index for it in task.iterations if e.ident in it.causes]
+        if hits:
+            slowed.append({"task_id": task.task_id, "iterations": hits})
+    return {
+        "id": e.ident, "kind": e.kind, "switch": e.leaf, "switch_folder": switch_folder(e.leaf),
+        "port": e.port, "direction": e.direction, "start_utc": _iso(e.start), "end_utc": _iso(e.end),
+        "level": e.level, "level_unit": "utilisation 0-1" if e.kind == "congestion" else "loss fraction",
+        "on_task_path": e.task_id is not None, "task_id": e.task_id, "slowed_iterations": slowed,
+    }
+
+
+def _task(task: Task) -> dict:
+    hosts, ranks = [], []
+    for node_rank, server in enumerate(task.servers):
+        hosts.append({
+            "node_rank": node_rank, "sysname": server.sysname, "host_ip": server.host_ip,
+            "group": server.group,
+            "nics": [{"index": i, "rdma": n.rdma, "netdev": n.netdev, "nic_ip": n.nic_ip, "switch": n.leaf,
+                      "switch_folder": n.folder, "access_port": n.access_port}
+                     for i, n in enumerate(server.nics)],
+        })
+        for local in range(task.gpus_per_host):
+            nic = server.nics[local // GPUS_TO_NIC]
+            ranks.append({"rank": node_rank * task.gpus_per_host + local, "node_rank": node_rank,
+                          "local_rank": local, "sysname": server.sysname, "rdma": nic.rdma,
+                          "nic_ip": nic.nic_ip, "switch": nic.leaf, "access_port": nic.access_port})
+    base = task.base_iter_s
+    return {
+        "task_id": task.task_id, "job": task.job, "style": task.style, "n_hosts": len(task.servers),
+        "gpus_per_host": task.gpus_per_host, "start_utc": _iso(task.start),
+        "first_step_start_utc": _iso(task.first_step_start), "end_utc": _iso(task.end),
+        "base_iteration_s": base, "save_steps": task.save_steps, "crosses_spine": task.crosses_spine,
+        "switches": task.leafs, "hosts": hosts, "ranks": ranks,
+        "iterations": [{"iteration": it.index, "start_utc": _iso(it.start), "end_utc": _iso(it.end),
+                        "duration_s": round(it.end - it.start, 3),
+                        "comm_start_utc": _iso(it.comm_start), "comm_end_utc": _iso(it.comm_end),
+                        "causes": it.causes} for it in task.iterations],
+    }
+
+
+def manifest(world: World, seed: int, scale: float, topology: str) -> dict:
+    quiet = [
+        {"task_id": t.task_id, "iteration": it.index, "reason": "checkpoint",
+         "start_utc": _iso(it.start), "end_utc": _iso(it.end), "duration_s": round(it.end - it.start, 3)}
+        for t in world.tasks for it in t.iterations if it.causes == ["checkpoint"]
+    ]
+    return {
+        "generator": "tracelake.sources.zhejiang.synth", "seed": seed, "scale": scale,
+        "topology": topology, "hours_cst": world.hours,
+        "window_utc": [_iso(world.t0), _iso(world.t1)],
+        "notes": "times UTC; congestion/loss episodes on task paths slow the iterations listed in "
+                 "slowed_iterations; decoys touch only ports no task uses; quiet slow iterations "
+                 "are checkpoint saves with no network cause.",
+        "tasks": [_task(t) for t in world.tasks],
+        "episodes": [_episode(e, world) for e in world.episodes],
+        "decoys": [_episode(e, world) for e in world.decoys],
+        "quiet_slow_iterations": quiet,
+        "monitored_ports": [{"switch": leaf, "port": port} for leaf, port in world.monitored],
+    }
+
+
+# ---------------------------------------------------------------- entry point
+
+def generate(out: Path, scale: float, seed: int, hours: int = 1, tasks: int = 3,
+             start: str = DEFAULT_START, topology: str | Path | None = None,
+             hourly_format: str = "csv") -> list[Path]:
+    """Write the folder; `topology="synthetic"` ignores any real workbook, `hourly_format="xlsx"`
+    writes each hour's four files as the sheets of <hour>.xlsx."""
+    if hours < 1 or tasks < 1:
+        raise TracelakeError("--hours and --tasks must be at least 1")
+    if hourly_format not in ("csv", "xlsx"):
+        raise TracelakeError(f"hourly_format must be csv or xlsx, got {hourly_format!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cluster, workbook = load_cluster(topology)
+    world = World(cluster, hour_list(start, hours), tasks, scale, seed)
+    written = [write_cluster_workbook(cluster, workbook, out)]
+    writer = HourlyWriter(world)
+    for hour in world.hours:
+        hour_dir = out / "trafficinfo" / hour
+        written += writer.write_hour(hour, hour_dir, hourly_format)
+        (hour_dir / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # macOS junk, as released
+    written += write_ports(world, out, seed)
+    written += write_tasks(world, out, seed)
+    path = out / MANIFEST
+    path.write_text(json.dumps(manifest(world, seed, scale, cluster.source), indent=1) + "\n", encoding="utf-8")
+    written.append(path)
+    return written

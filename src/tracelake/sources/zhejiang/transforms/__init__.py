@@ -1,0 +1,1 @@
+"""Pure DataFrame → DataFrame transforms of the Zhejiang tables (no I/O, no sessions)."""

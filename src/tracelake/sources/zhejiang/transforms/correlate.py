@@ -1,0 +1,464 @@
+"""Zhejiang cross-layer correlation: is a training iteration's slowdown explained by the network?
+
+Join path (zhejiang-format.md §7): task ranks → their leaf access ports and NIC IPs, plus the 30
+spine uplinks (FourHundredGigE1/0/33–62) of every leaf the task touches (silver.zj_task_paths);
+each iteration's interval is then matched against that path's network records.
+
+Interval joins use time buckets, never a cross join: both sides get the bucket numbers
+floor(t / bucket_s) their interval spans, are equi-joined on (key, bucket), and a pair is kept
+only in its first common bucket (so a pair spanning two buckets counts once) and only when the
+intervals overlap. The overlap in seconds weights every time average.
+
+Time spans of the network records (all UTC):
+  silver.zj_port_rates  a row with a rate covers (interval_start_utc, save_time_utc]; a row
+                        without one (first, gap, no_new_data) is data at its poll instant only.
+  bronze.zj_port_minute a row covers the minute before its `time`, (time − 60 s, time].
+  bronze.zj_flow        the same minute before `time` (flow records are per minute [INF]).
+  bronze.zj_link        the minute before `start_time` (the interval is undocumented).
+Minute records count whole in every iteration they overlap (they cannot be split in time).
+
+Rules of gold.zj_iteration_network (defaults in `Rules`; the same text is in its schema):
+  baseline_s   lower quartile (baseline_q) of the durations of the 2k+1 records centred on the
+               iteration (k = baseline_k, itself included; fewer at a task's ends). Iteration time
+               has a floor and slowdowns only add, so the quartile stays at the floor even when
+               most neighbours are slowed (back-to-back episodes defeat a median).
+  is_slow      slowdown = duration_s / baseline_s >= slow_factor.
+  port evidence per (iteration, port), each measure compared with the port's own typical level:
+               its median over the task's iterations that have it for that port (all-reduce
+               bursts make access ports busy in every iteration, so only the excess counts).
+    counted     the port's counters give a rate for >= min_time_cover of the iteration (a
+                collector outage or missing rows leave holes); shares are of that rated time.
+    saturation  counted: util_max >= sat_util, util_max - typical >= min_util_excess, and the
+                share of the rated time at >= sat_util exceeds its typical share by
+                min_hot_share_excess. Not counted: the port.csv minute utilisation instead, at
+                >= minute_sat_util and >= min_minute_util_excess above typical. Reason
+                access_saturation or uplink_saturation by the port's role.
+    loss        InPktsLoss + OutPktsLoss of the overlapping minutes >= min_loss_pkts and above
+                the port's typical loss.
+    rtt         the port carries the most elevated flows of the iteration, and strictly more
+                than any other port: a flow is elevated when its Rtt >= rtt_factor x the port's
+                typical largest Rtt. RTT names a NIC pair, not one port, so it is the weakest
+                evidence and used only when no port shows saturation or loss.
+  network_shaped  a slowdown caused by the network stretches the task's communication: the
+               median over counted access ports of the seconds at >= busy_util (scaled to the
+               whole iteration) must exceed its baseline (same window and quantile) by >= min_comm_share of
+               the extra duration. A slow iteration whose path stays quiet (a checkpoint save)
+               fails this and is blamed on no port. Null (test not applied) when no access port
+               is counted or no communication is seen around it.
+  suspect      only for a slow iteration with coverage > 0 that is not shown to be non-network
+               (network_shaped true or null). Most specific evidence first: the task's own access
+               ports (no other task uses them) before shared uplinks (the ECMP path of its flows is
+               unknown, and another task may load them), saturation before loss on each; then
+               rtt. Within a kind, the largest excess; ties by switch, port. Otherwise
+               suspect_reason 'none' and no port. No data in the interval: coverage 0 and 'none'.
+  coverage     (path ports with any counter or port.csv row in the interval + task NIC IPs seen
+               in an intra-task flow row in the interval) / (path ports + NIC IPs), counting only
+               what carries the task's traffic (see task_paths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from tracelake.sources.zhejiang.transforms.hourly import full_port_name
+
+UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))
+MICROS = 1_000_000
+POINT_US = 1000  # a record without a rate is data at its instant: a 1 ms span ending there
+
+
+@dataclass(frozen=True)
+class Rules:
+    bucket_s: int = 60
+    baseline_k: int = 10
+    baseline_q: float = 0.25
+    slow_factor: float = 1.10
+    sat_util: float = 0.90
+    min_util_excess: float = 0.10
+    min_hot_share_excess: float = 0.20
+    minute_sat_util: float = 0.60
+    min_minute_util_excess: float = 0.30
+    busy_util: float = 0.10
+    min_comm_share: float = 0.5
+    min_time_cover: float = 0.5
+    rtt_factor: float = 3.0
+    min_loss_pkts: int = 1
+    top_ports: int = 5
+
+
+# ---------------------------------------------------------------- the task's path
+
+def _line_rate(port: Column) -> Column:
+    return (F.when(port.startswith("FourHundredGigE"), F.lit(400_000_000_000))
+            .when(port.startswith("TwoHundredGigE"), F.lit(200_000_000_000))
+            .otherwise(F.lit(None).cast("bigint")))
+
+
+def task_paths(ranks: DataFrame, iterations: DataFrame) -> DataFrame:
+    """silver.zj_task_paths: per task, every access port its ranks use and the uplinks of every
+    leaf it touches, with the task's window. An access port carries the task's traffic when the
+    task spans more than one host (one host talks over NVLink); an uplink when the task spans
+    more than one rail group (rail-optimised cabling keeps same-group traffic under its leaf)."""
+    placed = ranks.filter(F.col("switchname").isNotNull() & F.col("access_port").isNotNull())
+    shape = ranks.groupBy("task_id").agg(
+        F.countDistinct(F.coalesce("sysname", "host_ip", "pod")).alias("hosts"),
+        F.countDistinct("rail_group").alias("groups"))
+    window = iterations.groupBy("task_id").agg(
+        F.min("start_ts").alias("window_start"), F.max("end_ts").alias("window_end"))
+    access = placed.groupBy("task_id", F.col("switchname").alias("device_name"),
+                            F.col("access_port").alias("port_name")).agg(
+        F.min("leaf").alias("leaf"), F.min("rail_group").alias("rail_group"),
+        F.min("nic_ip").alias("nic_ip"), F.min("sysname").alias("sysname"),
+        F.count(F.lit(1)).cast("int").alias("ranks"),
+    ).withColumn("role", F.lit("access"))
+    leafs = placed.groupBy("task_id", F.col("switchname").alias("device_name")).agg(
+        F.min("leaf").alias("leaf"), F.min("rail_group").alias("rail_group"),
+        F.count(F.lit(1)).cast("int").alias("ranks"))
+    uplinks = leafs.select(
+        "*", F.explode(F.array(*[F.lit(p) for p in UPLINK_PORTS])).alias("port_name"),
+        F.lit(None).cast("string").alias("nic_ip"), F.lit(None).cast("string").alias("sysname"),
+        F.lit("uplink").alias("role"))
+    paths = access.unionByName(uplinks).join(shape, "task_id").join(window, "task_id", "left")
+    carries = F.when(F.col("role") == "access", F.col("hosts") > 1).otherwise(F.col("groups") > 1)
+    return paths.select(
+        "task_id", "window_start", "window_end", "role", "device_name", "port_name", "leaf",
+        "rail_group", "nic_ip", "sysname", "ranks", carries.alias("carries_task_traffic"),
+        _line_rate(F.col("port_name")).alias("line_rate_bps"),
+    )
+
+
+# ---------------------------------------------------------------- bucketed interval join
+
+def _buckets(df: DataFrame, start: str, end: str, width_us: int, first: str) -> DataFrame:
+    lo = F.floor(F.unix_micros(F.col(start)) / F.lit(width_us))
+    hi = F.floor(F.unix_micros(F.col(end)) / F.lit(width_us))
+    return df.select("*", lo.alias(first), F.explode(F.sequence(lo, hi)).alias("_bucket"))
+
+
+def overlap_join(left: DataFrame, right: DataFrame, on: list[str], bucket_s: int) -> DataFrame:
+    """Pairs of rows with equal `on` keys whose intervals overlap, with `overlap_s`.
+
+    `left` spans [l_start, l_end], `right` [r_start, r_end] (timestamps, start < end). Both are
+    exploded to the buckets they touch and equi-joined on (on, bucket); a pair is kept in its
+    first common bucket only, so it appears once however many buckets it shares."""
+    width = int(bucket_s * MICROS)
+    lb = _buckets(left, "l_start", "l_end", width, "_lb0")
+    rb = _buckets(right, "r_start", "r_end", width, "_rb0")
+    joined = lb.join(rb, [*on, "_bucket"])
+    overlap_us = (F.least(F.unix_micros("l_end"), F.unix_micros("r_end"))
+                  - F.greatest(F.unix_micros("l_start"), F.unix_micros("r_start")))
+    return (joined.filter((F.col("_bucket") == F.greatest("_lb0", "_rb0"))
+                          & (F.col("l_start") < F.col("r_end")) & (F.col("r_start") < F.col("l_end")))
+            .withColumn("overlap_s", overlap_us / F.lit(float(MICROS)))
+            .drop("_bucket", "_lb0", "_rb0"))
+
+
+# ---------------------------------------------------------------- per (iteration, port) evidence
+
+def _minute_span(ts: str) -> tuple[Column, Column]:
+    return F.col(ts) - F.expr("INTERVAL 60 SECONDS"), F.col(ts)
+
+
+def port_iterations(paths: DataFrame, iterations: DataFrame) -> DataFrame:
+    """(task, iteration, port) for every iteration with an interval and every port carrying the
+    task's traffic: the left side of every port join."""
+    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
+                            & (F.col("start_ts") < F.col("end_ts")))
+    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
+    return its.select("task_id", "iteration", "duration_s", F.col("start_ts").alias("l_start"),
+                      F.col("end_ts").alias("l_end")).join(ports, "task_id")
+
+
+def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame:
+    """0.5 s counters per (task, iteration, port): utilisation max and time-weighted mean, seconds
+    at ≥ sat_util (hot) and at ≥ busy_util (busy), achieved Gb/s, rows seen."""
+    wanted = pi.select("device_name", "port_name").distinct()
+    has_rate = F.col("interval_start_utc").isNotNull() & F.col("in_util").isNotNull()
+    point = F.timestamp_micros(F.unix_micros("save_time_utc") - F.lit(POINT_US))
+    r = rates.join(F.broadcast(wanted), ["device_name", "port_name"], "left_semi").select(
+        "device_name", "port_name",
+        F.when(has_rate, F.col("interval_start_utc")).otherwise(point).alias("r_start"),
+        F.col("save_time_utc").alias("r_end"),
+        F.when(has_rate, F.greatest("in_util", "out_util")).alias("util"),
+        F.when(has_rate, F.greatest("in_bytes_per_s", "out_bytes_per_s")).alias("bytes_per_s"),
+    )
+    pairs = overlap_join(pi, r, ["device_name", "port_name"], rules.bucket_s)
+    rated = F.col("util").isNotNull()
+    ov = F.col("overlap_s")
+    return pairs.groupBy("task_id", "iteration", "device_name", "port_name").agg(
+        F.count(F.lit(1)).alias("counter_rows"),
+        F.sum(F.when(rated, ov)).alias("rated_s"),
+        F.max("util").alias("util_max"),
+        (F.sum(F.col("util") * ov) / F.sum(F.when(rated, ov))).alias("util_mean"),
+        F.sum(F.when(F.col("util") >= rules.sat_util, ov).otherwise(F.lit(0.0))).alias("hot_s"),
+        F.sum(F.when(F.col("util") >= rules.busy_util, ov).otherwise(F.lit(0.0))).alias("busy_s"),
+        (F.sum(F.col("bytes_per_s") * ov) * 8 / F.sum(F.when(rated, ov)) / 1e9).alias("gbps"),
+    )
+
+
+def minute_evidence(pi: DataFrame, minutes: DataFrame, rules: Rules) -> DataFrame:
+    """port.csv per (task, iteration, port): lost packets (in + out) and the largest minute
+    utilisation (max of in, out) of the overlapping minutes."""
+    wanted = pi.select("device_name", "port_name").distinct()
+    start, end = _minute_span("time")
+    m = minutes.join(F.broadcast(wanted), ["device_name", "port_name"], "left_semi").select(
+        "device_name", "port_name", start.alias("r_start"), end.alias("r_end"),
+        (F.coalesce("in_pkts_loss", F.lit(0)) + F.coalesce("out_pkts_loss", F.lit(0))).alias("lost"),
+        (F.greatest("in_use_ratio", "out_use_ratio") / 100.0).alias("minute_util"))
+    pairs = overlap_join(pi, m, ["device_name", "port_name"], rules.bucket_s)
+    return pairs.groupBy("task_id", "iteration", "device_name", "port_name").agg(
+        F.count(F.lit(1)).alias("minute_rows"), F.sum("lost").cast("bigint").alias("loss_pkts"),
+        F.max("minute_util").alias("minute_util_max"))
+
+
+def intra_task_flows(paths: DataFrame, flows: DataFrame) -> DataFrame:
+    """Flow rows with both endpoints among one task's NIC IPs, with both endpoints' access ports."""
+    nics = paths.filter((F.col("role") == "access") & F.col("nic_ip").isNotNull()).select(
+        "task_id", "nic_ip", "device_name", "port_name")
+    src = nics.select("task_id", F.col("nic_ip").alias("source_ip"),
+                      F.col("device_name").alias("src_device"), F.col("port_name").alias("src_port"))
+    dst = nics.select("task_id", F.col("nic_ip").alias("dest_ip"),
+                      F.col("device_name").alias("dst_device"), F.col("port_name").alias("dst_port"))
+    start, end = _minute_span("time")
+    return (flows.select("source_ip", "dest_ip", "rtt_ns", "nak_pkts", start.alias("r_start"), end.alias("r_end"))
+            .join(F.broadcast(src), "source_ip").join(F.broadcast(dst), ["task_id", "dest_ip"]))
+
+
+def flow_evidence(iterations: DataFrame, task_flows: DataFrame, rules: Rules) -> tuple[DataFrame, DataFrame]:
+    """(per iteration: RTT p99, NAKs, NIC IPs seen; per iteration and port: the largest RTT of the
+    task's flows through the port and how many of them are elevated, i.e. at >= rtt_factor x the
+    port's typical largest RTT)."""
+    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
+                            & (F.col("start_ts") < F.col("end_ts"))).select(
+        "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
+    pairs = overlap_join(its, task_flows, ["task_id"], rules.bucket_s)
+    per_iteration = pairs.groupBy("task_id", "iteration").agg(
+        F.percentile_approx("rtt_ns", 0.99).cast("bigint").alias("flow_rtt_p99_ns"),
+        F.sum("nak_pkts").cast("bigint").alias("flow_nak_pkts"),
+        F.size(F.array_distinct(F.flatten(F.collect_list(F.array("source_ip", "dest_ip"))))).alias("nics_with_flows"),
+    )
+    ends = pairs.select("task_id", "iteration", "rtt_ns", F.explode(F.array(
+        F.struct(F.col("src_device").alias("device_name"), F.col("src_port").alias("port_name")),
+        F.struct(F.col("dst_device").alias("device_name"), F.col("dst_port").alias("port_name")),
+    )).alias("end")).select("task_id", "iteration", "rtt_ns", "end.device_name", "end.port_name")
+    keys = ["task_id", "iteration", "device_name", "port_name"]
+    per_port = ends.groupBy(*keys).agg(F.max("rtt_ns").alias("rtt_max_ns"))
+    typical = per_port.groupBy("task_id", "device_name", "port_name").agg(
+        F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
+    is_elevated = F.col("rtt_ns") >= F.lit(rules.rtt_factor) * F.col("typical_rtt_max_ns")
+    elevated = (ends.join(typical, ["task_id", "device_name", "port_name"]).groupBy(*keys)
+                .agg(F.count(F.when(is_elevated, F.lit(1))).alias("elevated_flows")))
+    return per_iteration, per_port.join(typical, ["task_id", "device_name", "port_name"]).join(elevated, keys)
+
+
+def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rules: Rules) -> DataFrame:
+    """ECN-marked packets on the task's links (leaf side, and the spine side of its uplinks)."""
+    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "device_name", "port_name").distinct()
+    start, end = _minute_span("start_time")
+    leaf_side = links.select(
+        "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
+        "ecn_marked_count", start.alias("r_start"), end.alias("r_end"))
+    spine_side = links.filter(F.col("dst_port").isNotNull() & (F.length(F.trim("dst_port")) > 0)).select(
+        F.col("dst_device").alias("device_name"), F.col("dst_port").alias("port_name"),
+        "ecn_marked_count", start.alias("r_start"), end.alias("r_end"))
+    marked = leaf_side.unionByName(spine_side).join(F.broadcast(ports), ["device_name", "port_name"])
+    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
+                            & (F.col("start_ts") < F.col("end_ts"))).select(
+        "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
+    pairs = overlap_join(its, marked, ["task_id"], rules.bucket_s)
+    return pairs.groupBy("task_id", "iteration").agg(F.sum("ecn_marked_count").cast("bigint").alias("ecn_marks"))
+
+
+# ---------------------------------------------------------------- baselines and suspects
+
+def _centred(rules: Rules) -> Window:
+    return Window.partitionBy("task_id").orderBy("iteration").rowsBetween(-rules.baseline_k, rules.baseline_k)
+
+
+def sliding_quantile(col: str, window: Window, q: float) -> Column:
+    """Quantile q (linear between neighbours) of the non-null values in a sliding frame. Spark
+    rejects percentile() over a frame, so it is taken from the sorted values the frame collects;
+    Sail 0.7 keeps nulls in a windowed collect_list (Spark drops them), hence array_compact."""
+    values = F.array_sort(F.array_compact(F.collect_list(col).over(window)))
+    pos = (F.size(values) - 1) * F.lit(q)
+    lo, hi = F.floor(pos).cast("int"), F.ceil(pos).cast("int")
+    low = F.get(values, lo)
+    return F.when(F.size(values) > 0, low + (F.get(values, hi) - low) * (pos - lo))
+
+
+def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
+    """baseline_s: the lower quartile (baseline_q) of the durations of the 2k+1 records centred
+    on each, itself included. An iteration has a floor and slowdowns only add to it, so a low
+    quantile stays at the floor even when most neighbours are slowed (back-to-back episodes)."""
+    base = sliding_quantile("duration_s", _centred(rules), rules.baseline_q)
+    slowdown = F.col("duration_s") / F.col("baseline_s")
+    return (iterations.select("task_id", "iteration", "start_ts", "end_ts", "duration_s", "is_checkpoint",
+                              base.alias("baseline_s"))
+            .withColumn("slowdown", F.when(F.col("baseline_s") > 0, slowdown))
+            .withColumn("is_slow", F.coalesce(F.col("slowdown") >= F.lit(rules.slow_factor), F.lit(False))))
+
+
+def port_evidence(pi: DataFrame, counters: DataFrame, minute: DataFrame, rtt: DataFrame, rules: Rules) -> DataFrame:
+    """One row per (task, iteration, port) with any data, and each measure's typical level: its
+    median over the task's iterations that have that measure for that port. Counter shares are
+    of the time the counters rate (collector outages and missing rows leave holes) and only
+    when they rate at least min_time_cover of the iteration (`counted`)."""
+    keys = ["task_id", "iteration", "device_name", "port_name"]
+    ev = (pi.select(*keys, "role", "duration_s")
+          .join(counters, keys, "left").join(minute, keys, "left").join(rtt, keys, "left")
+          .filter(F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
+                  | F.col("rtt_max_ns").isNotNull()))
+    counted = F.coalesce(F.col("rated_s"), F.lit(0.0)) >= F.lit(rules.min_time_cover) * F.col("duration_s")
+    ev = ev.select("*", counted.alias("counted"),
+                   F.when(counted, F.col("hot_s") / F.col("rated_s")).alias("hot_share"),
+                   F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"))
+    port = ["task_id", "device_name", "port_name"]
+    typical = ev.groupBy(*port).agg(*[F.median(m).alias(f"typical_{m}")
+                                      for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
+    return ev.join(typical, port)
+
+
+def _candidates(ev: DataFrame, rules: Rules) -> DataFrame:
+    """The best suspect port of each iteration (whether or not the iteration is slow)."""
+    def typical(measure: str) -> Column:
+        return F.coalesce(F.col(f"typical_{measure}"), F.lit(0.0))
+
+    counted = F.col("counted")
+    sat_counters = (counted & (F.col("util_max") >= rules.sat_util)
+                    & (F.col("util_max") - typical("util_max") >= rules.min_util_excess)
+                    & (F.col("hot_share") - typical("hot_share") >= rules.min_hot_share_excess))
+    sat_minutes = (~counted & (F.col("minute_util_max") >= rules.minute_sat_util)
+                   & (F.col("minute_util_max") - typical("minute_util_max") >= rules.min_minute_util_excess))
+    sat = F.coalesce(sat_counters, F.lit(False)) | F.coalesce(sat_minutes, F.lit(False))
+    loss = F.coalesce((F.col("loss_pkts") >= rules.min_loss_pkts) & (F.col("loss_pkts") > typical("loss_pkts")),
+                      F.lit(False))
+    score = F.when(counted, F.col("hot_share") - typical("hot_share")).otherwise(
+        F.col("minute_util_max") - typical("minute_util_max"))
+    port_rows = ev.select(
+        "task_id", "iteration", "device_name", "port_name",
+        F.when(sat, F.concat(F.col("role"), F.lit("_saturation"))).when(loss, F.lit("loss")).alias("reason"),
+        # the task's own access ports first (no other task uses them), then shared uplinks
+        (F.when(F.col("role") == "access", 0).otherwise(2) + F.when(sat, 1).otherwise(2)).alias("rank"),
+        F.when(sat, score).otherwise(F.col("loss_pkts") - typical("loss_pkts")).cast("double").alias("score"),
+    ).filter(F.col("reason").isNotNull())
+    # RTT names a NIC pair: blame a port only when it carries more elevated flows than any other
+    per_iteration = Window.partitionBy("task_id", "iteration")
+    rtt = (ev.filter(F.col("elevated_flows") > 0)
+           .select("task_id", "iteration", "device_name", "port_name", "elevated_flows",
+                   F.max("elevated_flows").over(per_iteration).alias("_top"))
+           .filter(F.col("elevated_flows") == F.col("_top"))
+           .withColumn("_ties", F.count(F.lit(1)).over(per_iteration))
+           .filter(F.col("_ties") == 1)
+           .select("task_id", "iteration", "device_name", "port_name", F.lit("rtt").alias("reason"),
+                   F.lit(5).alias("rank"), F.col("elevated_flows").cast("double").alias("score")))
+    best = Window.partitionBy("task_id", "iteration").orderBy(
+        "rank", F.col("score").desc(), "device_name", "port_name")
+    return (port_rows.unionByName(rtt).withColumn("_n", F.row_number().over(best)).filter(F.col("_n") == 1)
+            .select("task_id", "iteration", F.col("device_name").alias("cand_switch"),
+                    F.col("port_name").alias("cand_port"), F.col("reason").alias("cand_reason"),
+                    F.col("score").alias("cand_score")))
+
+
+def _per_iteration(ev: DataFrame) -> DataFrame:
+    access, uplink = F.col("role") == "access", F.col("role") == "uplink"
+    has_data = F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
+    return ev.groupBy("task_id", "iteration").agg(
+        F.max(F.when(access, F.col("util_max"))).alias("access_util_max"),
+        F.avg(F.when(access, F.col("util_mean"))).alias("access_util_mean"),
+        F.max(F.when(uplink, F.col("util_max"))).alias("uplink_util_max"),
+        F.median(F.when(access, F.col("busy_est_s"))).alias("comm_busy_s"),
+        F.median(F.when(access, F.col("gbps"))).alias("nic_gbps_median"),
+        F.sum("loss_pkts").cast("bigint").alias("loss_pkts"),
+        F.count(F.when(has_data, F.lit(1))).cast("int").alias("ports_with_data"),
+    )
+
+
+def _expected(paths: DataFrame) -> DataFrame:
+    carrying = F.col("carries_task_traffic")
+    return paths.groupBy("task_id").agg(
+        F.count(F.when(carrying, F.lit(1))).cast("int").alias("ports_expected"),
+        F.countDistinct(F.when(carrying & (F.col("role") == "access"), F.col("nic_ip")))
+        .cast("int").alias("nics_expected"),
+    )
+
+
+def iteration_network(paths: DataFrame, iterations: DataFrame, rates: DataFrame, minutes: DataFrame,
+                      flows: DataFrame, links: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """gold.zj_iteration_network: one row per (task_id, iteration); rules in the module docstring."""
+    its = with_baseline(iterations, rules)
+    pi = port_iterations(paths, iterations)
+    task_flows = intra_task_flows(paths, flows)
+    flow_it, flow_port = flow_evidence(iterations, task_flows, rules)
+    ev = port_evidence(pi, counter_evidence(pi, rates, rules), minute_evidence(pi, minutes, rules), flow_port, rules)
+    keys = ["task_id", "iteration"]
+    out = (its.join(_per_iteration(ev), keys, "left").join(flow_it, keys, "left")
+           .join(link_evidence(paths, iterations, links, rules), keys, "left")
+           .join(_expected(paths), "task_id", "left").join(_candidates(ev, rules), keys, "left"))
+    out = out.withColumn("comm_busy_baseline_s", sliding_quantile("comm_busy_s", _centred(rules), rules.baseline_q))
+    extra_comm = F.col("comm_busy_s") - F.col("comm_busy_baseline_s")
+    extra_time = F.col("duration_s") - F.col("baseline_s")
+    shaped = F.when(F.col("comm_busy_s").isNotNull() & (F.col("comm_busy_baseline_s") > 0),
+                    extra_comm >= F.lit(rules.min_comm_share) * extra_time)
+    found = F.coalesce(F.col("ports_with_data"), F.lit(0)) + F.coalesce(F.col("nics_with_flows"), F.lit(0))
+    expected = F.coalesce(F.col("ports_expected"), F.lit(0)) + F.coalesce(F.col("nics_expected"), F.lit(0))
+    coverage = F.when(expected > 0, F.least(F.lit(1.0), found / expected)).otherwise(F.lit(0.0))
+    out = out.select("*", shaped.alias("network_shaped"), coverage.alias("coverage"),
+                     F.coalesce(F.col("ports_with_data"), F.lit(0)).alias("_ports_found"),
+                     F.coalesce(F.col("nics_with_flows"), F.lit(0)).alias("_nics_found"))
+    blame = (F.col("is_slow") & (F.col("coverage") > 0) & F.coalesce(F.col("network_shaped"), F.lit(True))
+             & F.col("cand_reason").isNotNull())
+    return out.select(
+        "task_id", "iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "slowdown", "is_slow",
+        "is_checkpoint", "access_util_max", "access_util_mean", "uplink_util_max", "nic_gbps_median",
+        "comm_busy_s", "comm_busy_baseline_s", "network_shaped", "flow_rtt_p99_ns", "flow_nak_pkts",
+        "ecn_marks", "loss_pkts", F.coalesce("ports_expected", F.lit(0)).alias("ports_expected"),
+        F.col("_ports_found").alias("ports_with_data"), F.coalesce("nics_expected", F.lit(0)).alias("nics_expected"),
+        F.col("_nics_found").alias("nics_with_flows"), "coverage",
+        F.when(blame, F.col("cand_switch")).alias("suspect_switch"),
+        F.when(blame, F.col("cand_port")).alias("suspect_port"),
+        F.when(blame, F.col("cand_reason")).otherwise(F.lit("none")).alias("suspect_reason"),
+        F.when(blame, F.col("cand_score")).alias("suspect_score"),
+    )
+
+
+# ---------------------------------------------------------------- per task
+
+def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """gold.zj_task_network_summary: one row per task from gold.zj_iteration_network."""
+    with_data = F.col("coverage") > 0
+    blamed = F.col("suspect_reason") != "none"
+    totals = gold.groupBy("task_id").agg(
+        F.min("start_ts").alias("window_start"), F.max("end_ts").alias("window_end"),
+        F.count(F.lit(1)).cast("int").alias("iterations"),
+        F.count(F.when(with_data, F.lit(1))).cast("int").alias("iterations_with_data"),
+        F.count(F.when(F.col("is_slow"), F.lit(1))).cast("int").alias("slow_iterations"),
+        F.count(F.when(F.col("is_slow") & with_data, F.lit(1))).cast("int").alias("slow_with_data"),
+        F.count(F.when(blamed, F.lit(1))).cast("int").alias("slow_explained_by_network"),
+        F.count(F.when(F.col("is_slow") & F.col("is_checkpoint"), F.lit(1))).cast("int").alias("slow_checkpoints"),
+        F.median("duration_s").alias("median_duration_s"),
+        F.median("nic_gbps_median").alias("nic_gbps_median"),
+        F.percentile_approx("nic_gbps_median", 0.9).alias("nic_gbps_p90"),
+    )
+    share = F.when(F.col("slow_with_data") > 0, F.col("slow_explained_by_network") / F.col("slow_with_data"))
+    counts = gold.filter(blamed).groupBy("task_id", "suspect_switch", "suspect_port").agg(
+        F.count(F.lit(1)).alias("n"), F.collect_set("suspect_reason").alias("reasons"))
+    rank = Window.partitionBy("task_id").orderBy(F.col("n").desc(), "suspect_switch", "suspect_port")
+    label = F.format_string("%s %s: %d (%s)", "suspect_switch", "suspect_port", "n",
+                            F.array_join(F.array_sort("reasons"), "/"))
+    top = (counts.withColumn("_r", F.row_number().over(rank)).filter(F.col("_r") <= rules.top_ports)
+           .groupBy("task_id").agg(F.sort_array(F.collect_list(F.struct("_r", label.alias("label")))).alias("_top"))
+           .select("task_id", F.col("_top.label").alias("top_suspect_ports")))
+    reasons = (gold.filter(blamed).groupBy("task_id", "suspect_reason").agg(F.count(F.lit(1)).alias("n"))
+               .groupBy("task_id").agg(F.sort_array(F.collect_list(
+                   F.format_string("%s: %d", "suspect_reason", "n"))).alias("suspect_reasons")))
+    empty = F.array().cast("array<string>")
+    return totals.join(top, "task_id", "left").join(reasons, "task_id", "left").select(
+        "task_id", "window_start", "window_end", "iterations", "iterations_with_data", "slow_iterations",
+        "slow_with_data", "slow_explained_by_network", share.alias("share_explained_by_network"),
+        "slow_checkpoints", F.coalesce("top_suspect_ports", empty).alias("top_suspect_ports"),
+        F.coalesce("suspect_reasons", empty).alias("suspect_reasons"),
+        "median_duration_s", "nic_gbps_median", "nic_gbps_p90",
+    )

@@ -1,1 +1,0 @@
-"""Pure DataFrame → DataFrame transforms with explicit parameters (no I/O, no sessions)."""

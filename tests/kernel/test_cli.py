@@ -1,0 +1,109 @@
+"""The `tracelake` command as a user runs it: separate processes, CSV on stdout, one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tracelake.cli import main
+from tracelake.sources.itp.synth import RELEASE_ROWS, TESTBED_ROWS
+from tracelake.quality import load_suite
+
+from helpers import itp_csv, job_id, write_archive
+
+
+def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "RUST_LOG": "error", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tracelake.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+def rows(stdout: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(stdout)))
+
+
+def test_generate_ingest_query_tables(tmp_path):
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    gen = tracelake("generate", "itp", "--out", str(raw), "--scale", "0.01", "--seed", "3")
+    assert gen.returncode == 0, gen.stderr
+    assert sorted(p.split("/")[-1] for p in gen.stdout.split()) == ["elasticflow-traces.tar.gz", "raw-traces.tar.gz"]
+    ingest = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert ingest.returncode == 0, ingest.stderr
+    assert "ingest summary" in ingest.stdout
+
+    n = sum(round(v * 0.01) for v in RELEASE_ROWS.values())
+    testbed = min(TESTBED_ROWS, round(RELEASE_ROWS[2] * 0.01) - round(RELEASE_ROWS[2] * 0.01) // 2)
+    q = tracelake("query", "SELECT variant, count(*) AS n FROM bronze.elasticflow_jobs GROUP BY variant ORDER BY variant",
+                  "--lake", str(lake))
+    assert q.returncode == 0, q.stderr
+    assert rows(q.stdout) == [["variant", "n"], ["elasticflow", str(n)], ["testbed", str(testbed)]]
+
+    t = tracelake("tables", "--lake", str(lake))
+    assert t.returncode == 0, t.stderr
+    table = {r[0]: r[1:] for r in rows(t.stdout)[1:]}
+    assert table["bronze.itp_jobs"] == [str(n), "1", "WRITE"]  # a first load appends
+    assert table["quarantine.itp_jobs"] == ["0", "0", "CREATE TABLE"]
+    q = tracelake("query", "SELECT table_name, count(*) AS n FROM ops.quality_results GROUP BY table_name", "--lake", str(lake))
+    recorded = {r[0]: int(r[1]) for r in rows(q.stdout)[1:]}
+    for bronze in ("bronze.itp_jobs", "bronze.elasticflow_jobs"):  # the parse row + each rule of the suite
+        assert recorded[bronze] == 1 + len(load_suite(bronze)["expectations"])
+    for derived, n in recorded.items():  # derived tables record each rule of their suite
+        if not derived.startswith("bronze."):
+            assert n == len(load_suite(derived)["expectations"]), derived
+
+
+def test_query_arrays_print_as_json(tmp_path):
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1", f"{job_id(2)},2,600,5"])})
+    assert tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tmp_path / "lake")).returncode == 0
+    q = tracelake("query", "SELECT raw_line, reasons FROM quarantine.itp_jobs", "--lake", str(tmp_path / "lake"))
+    assert rows(q.stdout) == [["raw_line", "reasons"], [f"{job_id(2)},2,600,5", '["column_values_to_be_in_set(num_gpu)"]']]
+
+
+def test_errors_are_one_line_with_an_exit_code(tmp_path):
+    missing = tracelake("ingest", "itp", "--raw", str(tmp_path / "nowhere"), "--lake", str(tmp_path / "lake"))
+    assert (missing.returncode, missing.stderr.strip()) == (2, f"tracelake: error: raw folder {tmp_path / 'nowhere'} does not exist")
+    bad_sql = tracelake("query", "SELECT * FROM bronze.nope", "--lake", str(tmp_path / "lake"))
+    assert bad_sql.returncode == 1
+    assert len(bad_sql.stderr.strip().splitlines()) == 1 and bad_sql.stderr.startswith("tracelake: error: ")
+    assert "Traceback" not in bad_sql.stderr
+
+
+def test_critical_failure_exits_3(tmp_path):
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv(["broken"])})
+    result = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tmp_path / "lake"))
+    assert result.returncode == 3
+    assert "critical expectation(s) failed: table_row_count_to_be_between; nothing was written" in result.stderr
+
+
+def test_describe_and_unknown_table(capsys):
+    assert main(["describe", "bronze.itp_jobs"]) == 0
+    out = capsys.readouterr().out
+    assert "| num_gpu | int | no | GPUs | num_gpu |" in out
+    assert main(["describe", "bronze.nope"]) == 2
+    assert capsys.readouterr().err.startswith("tracelake: error: no schema for table 'bronze.nope'")
+
+
+def test_unsafe_archive_is_refused(tmp_path):
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"../../escape.csv": "x"})
+    result = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tmp_path / "lake"))
+    assert result.returncode == 2
+    assert "escapes the archive" in result.stderr
+    assert not (tmp_path / "escape.csv").exists()
+
+
+@pytest.mark.portable
+@pytest.mark.skipif(os.environ.get("TRACELAKE_TEST_PROFILE") != "spark", reason="starts a JVM: runs in the spark test set")
+def test_spark_profile_names_the_missing_delta_jars(tmp_path):
+    result = tracelake("tables", "--profile", "spark", "--lake", str(tmp_path / "lake"),
+                       env={"PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 2
+    assert "the Delta Lake jars are not on the classpath" in result.stderr
+    assert "--packages io.delta:delta-spark_2.13:4.4.1" in result.stderr

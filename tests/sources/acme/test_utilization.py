@@ -1,0 +1,315 @@
+"""AcmeTrace utilization: wide DCGM/Prometheus CSVs and IPMI power files -> long bronze rows.
+
+The invariant, at the cell level: every non-empty cell read is one row, kept or quarantined;
+duplicate Time rows leave one kept row per (cluster, metric, ts, node, gpu, ib device) and the
+rest in quarantine as 'duplicate Time row'; empty cells are no sample and give no row.
+References are computed here in plain Python from the files.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from tracelake.sources.acme.synth import utilization as generate_util
+from tracelake.sources.acme.utilization import parse_column_name, plan
+from tracelake.errors import TracelakeError
+from tracelake.pipeline import run_ingest
+from tracelake.schema import load_schema
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "utilization"
+UTIL, POWER = "bronze.acme_utilization", "bronze.acme_power"
+UTIL_KEYS = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
+GOOD_UTIL = "cluster string, metric string, ts timestamp, node_ip string, gpu_index int, " \
+            "ib_device string, value double, unit string, source_file string"
+BAD = "source_file string, raw_line string, raw_values_json string, reasons array<string>"
+
+
+def _t(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+def _parse(spark, raw_dir: Path, table: str):
+    """The parser's frame (the parse_lines contract), cached in Python rows' reach."""
+    [item] = [i for i in plan(raw_dir, raw_dir / "_staging") if i.table == table]
+    return item.parser(spark, item.files, load_schema(table))
+
+
+def _good(frame, columns: list[str]):
+    return frame.filter(F.size("_parse_errors") == 0).select(*columns)
+
+
+def _bad(frame):
+    return frame.filter(F.size("_parse_errors") > 0).select(
+        "source_file", "raw_line", "raw_values_json", F.col("_parse_errors").alias("reasons"))
+
+
+def reference_cells(raw_dir: Path) -> dict:
+    """Plain-Python counts from the files: cells (non-empty values; every position of a line with
+    the wrong field count) and distinct (file series, Time, column) keys, per table."""
+    util_cells, util_keys, power_cells, power_keys = 0, set(), 0, set()
+    for path in sorted((raw_dir / "utilization").rglob("*.csv")):
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = csv.reader(fh)
+            header = next(rows)
+            for row in rows:
+                if path.parent.name == "ipmi":
+                    for name, value in zip(header[2:], row[2:]):
+                        if value:
+                            power_cells += 1
+                            power_keys.add((path.name, row[0], row[1], name))
+                    continue
+                if len(row) != len(header):  # malformed: every header position is a cell
+                    util_cells += len(header) - 1
+                    continue
+                metric = re.sub(r"-\d{4}-\d{2}$", "", path.stem)
+                for name, value in zip(header[1:], row[1:]):
+                    if value:
+                        util_cells += 1
+                        util_keys.add((path.parent.name, metric, row[0], name))
+    return {UTIL: (util_cells, len(util_keys)), POWER: (power_cells, len(power_keys))}
+
+
+# ------------------------------------------------------------------ planning, no engine
+
+@pytest.mark.portable
+def test_plan_finds_metric_and_ipmi_files_in_the_release_layout():
+    util, power = plan(FIXTURE, FIXTURE / "_staging")
+    assert util.table == UTIL and power.table == POWER
+    assert [(f.name, f.constants["cluster"], f.constants["metric"], f.constants["month"]) for f in util.files] == [
+        ("utilization/kalos/NODE_CPU_UTILIZATION.csv", "kalos", "NODE_CPU_UTILIZATION", None),
+        ("utilization/kalos/NODE_IB_SEND.csv", "kalos", "NODE_IB_SEND", None),
+        ("utilization/seren/GPU_UTIL-2023-07.csv", "seren", "GPU_UTIL", "2023-07"),
+        ("utilization/seren/GPU_UTIL-2023-08.csv", "seren", "GPU_UTIL", "2023-08"),
+        ("utilization/seren/NODE_MEMORY_UTILIZATION.csv", "seren", "NODE_MEMORY_UTILIZATION", None),
+    ]
+    assert [(f.name, f.constants) for f in power.files] == [
+        ("utilization/ipmi/GPU_AB_Power.csv", {"cluster": "seren", "kind": "GPU_AB", "unit": "W"})]
+
+
+@pytest.mark.portable
+def test_plan_without_utilization_files_is_empty_and_misplaced_files_are_errors(tmp_path):
+    assert plan(tmp_path, tmp_path / "_staging") == []
+    (tmp_path / "utilization" / "util_pkl").mkdir(parents=True)
+    (tmp_path / "utilization" / "util_pkl" / "x.pkl").write_bytes(b"")
+    assert plan(tmp_path, tmp_path / "_staging") == []  # the release's pickles are ignored
+    (tmp_path / "utilization" / "philly").mkdir()
+    (tmp_path / "utilization" / "philly" / "GPU_UTIL.csv").write_text("Time\n")
+    with pytest.raises(TracelakeError, match="unknown utilization folder"):
+        plan(tmp_path, tmp_path / "_staging")
+    shutil.rmtree(tmp_path / "utilization" / "philly")
+    (tmp_path / "utilization" / "seren").mkdir()
+    (tmp_path / "utilization" / "seren" / "GPU UTIL.csv").write_text("Time\n")
+    with pytest.raises(TracelakeError, match="<METRIC>.csv or <METRIC>-<YYYY>-<MM>.csv"):
+        plan(tmp_path, tmp_path / "_staging")
+
+
+@pytest.mark.portable
+def test_column_names_give_node_gpu_and_ib_device():
+    assert parse_column_name("10.140.0.131") == ("10.140.0.131", None, None, None)
+    assert parse_column_name("10.140.0.131-7") == ("10.140.0.131", 7, None, None)
+    assert parse_column_name("10.140.0.131-mlx5_0") == ("10.140.0.131", None, "mlx5_0", None)
+    assert parse_column_name("10.140.0.131.1") == ("10.140.0.131.1", None, None, None)  # bad window
+    assert parse_column_name("bad name")[3] == "column 'bad name' is not <node>[-<gpu>][-<ib device>]"
+
+
+# ------------------------------------------------------------------ parser, portable
+
+@pytest.mark.portable
+def test_hand_written_fixture_gives_exact_rows_and_reasons(spark):
+    parsed = _parse(spark, FIXTURE, UTIL)
+    good = spark.createDataFrame([
+        ("seren", "NODE_MEMORY_UTILIZATION", _t(2023, 7, 19, 0), "10.140.0.1", None, None, 0.4, "ratio", "NODE_MEMORY_UTILIZATION.csv"),
+        ("seren", "NODE_MEMORY_UTILIZATION", _t(2023, 7, 19, 5), "10.140.0.1.1", None, None, 0.41, "ratio", "NODE_MEMORY_UTILIZATION.csv"),
+        ("seren", "NODE_MEMORY_UTILIZATION", _t(2023, 7, 19, 7), "10.140.0.1", None, None, 0.42, "ratio", "NODE_MEMORY_UTILIZATION.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 30), "10.140.0.1", 0, None, 10.0, "percent", "GPU_UTIL-2023-07.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 30), "10.140.0.1", 1, None, 20.0, "percent", "GPU_UTIL-2023-07.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 30), "10.140.0.2", 0, None, 30.0, "percent", "GPU_UTIL-2023-07.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 45), "10.140.0.1", 0, None, 11.0, "percent", "GPU_UTIL-2023-07.csv"),
+        # empty in July's copy of this row, so August's value is the only sample: kept
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 45), "10.140.0.1", 1, None, 21.0, "percent", "GPU_UTIL-2023-08.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 7, 31, 23, 59, 45), "10.140.0.2", 0, None, 31.0, "percent", "GPU_UTIL-2023-07.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 8, 1, 0), "10.140.0.1", 0, None, 12.0, "percent", "GPU_UTIL-2023-08.csv"),
+        ("seren", "GPU_UTIL", _t(2023, 8, 1, 0), "10.140.0.2", 0, None, 32.0, "percent", "GPU_UTIL-2023-08.csv"),
+        ("kalos", "NODE_CPU_UTILIZATION", _t(2023, 8, 1, 0), "10.150.0.1", None, None, 0.5, "ratio", "NODE_CPU_UTILIZATION.csv"),
+        ("kalos", "NODE_CPU_UTILIZATION", _t(2023, 8, 1, 0), "10.150.0.2", None, None, 2.39, "ratio", "NODE_CPU_UTILIZATION.csv"),
+        ("kalos", "NODE_IB_SEND", _t(2023, 8, 1, 0), "10.150.0.1", None, "mlx5_0", 1.5e9, "B/s", "NODE_IB_SEND.csv"),
+        ("kalos", "NODE_IB_SEND", _t(2023, 8, 1, 0), "10.150.0.2", None, "mlx5_0", 2000.0, "B/s", "NODE_IB_SEND.csv"),
+    ], GOOD_UTIL)
+    good = good.withColumn("source_file", F.concat(
+        F.lit("utilization/"), F.col("cluster"), F.lit("/"), F.col("source_file")))
+    assertDataFrameEqual(_good(parsed, good.columns), good)
+
+    seren, kalos = "utilization/seren/", "utilization/kalos/"
+    time_error = "Time: 'yesterday' is not epoch seconds or a yyyy-MM-dd HH:mm:ss[XXX] time"
+    bad_column = "column 'bad name' is not <node>[-<gpu>][-<ib device>]"
+    bad = spark.createDataFrame([
+        (f"{seren}GPU_UTIL-2023-08.csv", None, '{"Time":"1690847985","10.140.0.1-0":"11"}', ["duplicate Time row"]),
+        (f"{seren}GPU_UTIL-2023-08.csv", None, '{"Time":"1690847985","10.140.0.2-0":"99"}',
+         ["duplicate Time row with a different value (kept '31')"]),
+        (f"{seren}GPU_UTIL-2023-08.csv", None, '{"Time":"1690848000","10.140.0.1-1":"n/a"}', ["value: 'n/a' is not a number"]),
+        (f"{seren}NODE_MEMORY_UTILIZATION.csv", None, '{"Time":"yesterday","10.140.0.1":"0.5"}', [time_error]),
+        (f"{seren}NODE_MEMORY_UTILIZATION.csv", None, '{"Time":"yesterday","10.140.0.1.1":"0.6"}', [time_error]),
+        (f"{kalos}NODE_IB_SEND.csv", None, '{"Time":"1690848000","10.150.0.1-mlx5_0":"1500000000"}', ["duplicate Time row"]),
+        (f"{kalos}NODE_IB_SEND.csv", None, '{"Time":"1690848000","10.150.0.2-mlx5_0":"2000"}', ["duplicate Time row"]),
+        (f"{kalos}NODE_IB_SEND.csv", None, '{"Time":"1690848000","bad name":"7"}', [bad_column]),
+        (f"{kalos}NODE_IB_SEND.csv", None, '{"Time":"1690848000","bad name":"7"}', [bad_column]),
+        # a short line: every header position is set aside with the whole line
+        (f"{kalos}NODE_CPU_UTILIZATION.csv", "1690848015,0.6", '{"Time":"1690848015","10.150.0.1":"0.6"}',
+         ["expected 3 fields, found 2"]),
+        (f"{kalos}NODE_CPU_UTILIZATION.csv", "1690848015,0.6", '{"Time":"1690848015","10.150.0.2":null}',
+         ["expected 3 fields, found 2"]),
+    ], BAD)
+    assertDataFrameEqual(_bad(parsed), bad)
+    # cells read = kept + quarantined, against the files read in plain Python
+    cells, distinct = reference_cells(FIXTURE)[UTIL]
+    assert (parsed.count(), cells) == (26, 26)
+    # one kept row per key; of the 19 distinct (file series, Time, column) keys, 'n/a', the two
+    # 'yesterday' cells and the 'bad name' column are set aside for their own reasons
+    assert _good(parsed, UTIL_KEYS).distinct().count() == 15 == distinct - 4
+
+
+@pytest.mark.portable
+def test_ipmi_rows_become_readings_and_type_b_has_no_mem_power(spark):
+    parsed = _parse(spark, FIXTURE, POWER)
+    cols = "cluster string, kind string, ts timestamp, node string, component string, value double, unit string"
+    at0, at15 = _t(2023, 7, 19, 0), _t(2023, 7, 19, 0, 0, 15)  # naive times are Asia/Shanghai
+    expected = spark.createDataFrame([
+        ("seren", "GPU_AB", at0, "10.140.0.1", "CPU_Power", 350.0, "W"),
+        ("seren", "GPU_AB", at0, "10.140.0.1", "MEM_Power", 120.0, "W"),
+        ("seren", "GPU_AB", at0, "10.140.0.1", "Sys_Total_Power", 4200.0, "W"),
+        ("seren", "GPU_AB", at0, "10.140.0.2", "CPU_Power", 340.0, "W"),          # type B: no MEM_Power
+        ("seren", "GPU_AB", at0, "10.140.0.2", "Sys_Total_Power", 4100.0, "W"),
+        ("seren", "GPU_AB", at15, "10.140.0.1", "MEM_Power", 121.0, "W"),
+        ("seren", "GPU_AB", at15, "10.140.0.1", "Sys_Total_Power", 4210.0, "W"),
+    ], cols)
+    assertDataFrameEqual(_good(parsed, expected.columns), expected)
+    ipmi = "utilization/ipmi/GPU_AB_Power.csv"
+    bad = spark.createDataFrame([
+        (ipmi, None, '{"Time":"2023-07-19 08:00:00","IP":"10.140.0.2","CPU_Power":"340"}', ["duplicate Time row"]),
+        (ipmi, None, '{"Time":"2023-07-19 08:00:00","IP":"10.140.0.2","Sys_Total_Power":"4100"}', ["duplicate Time row"]),
+        (ipmi, None, '{"Time":"2023-07-19 08:00:15","IP":"10.140.0.1","CPU_Power":"x"}', ["value: 'x' is not a number"]),
+    ], BAD)
+    assertDataFrameEqual(_bad(parsed), bad)
+    # 10 readings, 8 distinct keys: one is a duplicate pair, one is 'x'
+    assert (parsed.count(), reference_cells(FIXTURE)[POWER]) == (10, (10, 8))
+
+
+@pytest.mark.portable
+def test_gzipped_files_and_iso_times_parse_the_same(spark, tmp_path):
+    folder = tmp_path / "utilization" / "seren"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "GPU_UTIL.csv.gz", "wt") as fh:
+        fh.write("Time,10.0.0.1-0\r\n1690848000,5\r\n2023-08-01 08:00:15+08:00,6\r\n1690848030.0,7\r\n")
+    got = _good(_parse(spark, tmp_path, UTIL), ["ts", "value", "source_file"])
+    name = "utilization/seren/GPU_UTIL.csv.gz"
+    expected = spark.createDataFrame(
+        [(_t(2023, 8, 1, 0), 5.0, name), (_t(2023, 8, 1, 0, 0, 15), 6.0, name), (_t(2023, 8, 1, 0, 0, 30), 7.0, name)],
+        "ts timestamp, value double, source_file string")
+    assertDataFrameEqual(got, expected)
+
+
+@pytest.fixture(scope="module")
+def month(tmp_path_factory) -> Path:
+    """A generated month, 2023-07-15..08-15, split into monthly files with repeated Time rows."""
+    out = tmp_path_factory.mktemp("acme-util-month")
+    generate_util.generate(out, 0.5, 7)
+    return out
+
+
+@pytest.mark.portable
+def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
+    manifest = json.loads((month / "utilization" / "manifest.json").read_text())
+    cells, distinct = reference_cells(month)[UTIL]
+    assert (cells, distinct) == (49_498, 48_979)
+    meta = manifest[UTIL]
+    assert (meta["cells"], meta["distinct_cells"], meta["duplicate_cells"]) == (cells, distinct, cells - distinct)
+    assert sorted({p.name for p in (month / "utilization" / "seren").iterdir()})[:3] == [
+        "FB_USED-2023-07.csv", "FB_USED-2023-08.csv", "GPU_UTIL-2023-07.csv"]
+
+    parsed = _parse(spark, month, UTIL)
+    good = _good(parsed, UTIL_KEYS)
+    reasons = parsed.filter(F.size("_parse_errors") > 0).groupBy(F.col("_parse_errors")[0].alias("r")).count()
+    assert parsed.count() == cells
+    assert good.count() == good.distinct().count() == distinct
+    assert [tuple(r) for r in reasons.collect()] == [("duplicate Time row", cells - distinct)]
+
+
+@pytest.mark.portable
+def test_generator_is_deterministic_and_scales(tmp_path, month):
+    again = tmp_path / "again"
+    generate_util.generate(again, 0.5, 7)
+    for path in sorted((month / "utilization").rglob("*.*")):
+        assert (again / path.relative_to(month)).read_bytes() == path.read_bytes(), path.name
+    assert generate_util.sizes(0.5) == (2, 7200) and generate_util.sizes(1) == (4, 3600)
+    assert generate_util.sizes(35) == (140, 105)
+
+
+# ------------------------------------------------------------------ ingest with Delta
+
+def _table(spark, config, layer, table):
+    return spark.read.format("delta").load(config.table_path(layer, table))
+
+
+def _warnings(spark, config, table):
+    results = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == table) & (F.col("severity") == "warning"))
+    return {r.expectation_id: r.unexpected_count for r in results.collect()}
+
+
+def test_fixture_ingest_flags_the_bad_window_and_cpu_above_100pct(engine, spark, config):
+    stats = {s.table: s for s in run_ingest(engine, config, "acme", str(FIXTURE))}
+    util, power = stats[UTIL], stats[POWER]
+    assert (util.rows_read, util.rows_kept, util.rows_quarantined) == (26, 15, 11)
+    assert (power.rows_read, power.rows_kept, power.rows_quarantined) == (10, 7, 3)
+    assert _table(spark, config, "bronze", "acme_utilization").count() == 15
+    assert _table(spark, config, "quarantine", "acme_utilization").count() == 11
+    assert _warnings(spark, config, UTIL) == {
+        "node_memory_bad_window": 1, "node_ip_is_ipv4": 1, "cpu_utilization_above_100pct": 1,
+        "value_outside_metric_range": 0, "metric_known_and_shaped": 0, "ts_in_release_period": 0}
+    assert _warnings(spark, config, POWER) == {
+        "power_positive": 0, "sys_total_power_plausible": 0, "node_is_ipv4": 0, "ts_in_release_period": 0}
+
+    before = sorted(_table(spark, config, "bronze", "acme_utilization").collect())
+    run_ingest(engine, config, "acme", str(FIXTURE))  # identical inputs: nothing changes
+    assert sorted(_table(spark, config, "bronze", "acme_utilization").collect()) == before
+
+
+def test_generated_month_ingest_counts_match_the_files(engine, spark, config, month):
+    stats = {s.table: s for s in run_ingest(engine, config, "acme", str(month))}
+    cells, distinct = reference_cells(month)[UTIL]
+    util = stats[UTIL]
+    assert (util.rows_read, util.rows_kept, util.rows_quarantined) == (cells, distinct, cells - distinct)
+    table = _table(spark, config, "bronze", "acme_utilization")
+    assert table.count() == distinct
+    assert table.groupBy(*UTIL_KEYS).count().filter(F.col("count") > 1).count() == 0
+    quarantine = _table(spark, config, "quarantine", "acme_utilization")
+    assert quarantine.filter(F.col("reasons") == F.array(F.lit("duplicate Time row"))).count() == cells - distinct
+
+    window = (F.col("ts") >= _t(2023, 7, 19, 3, 35)) & (F.col("ts") <= _t(2023, 7, 19, 6, 1))
+    in_window = table.filter((F.col("metric") == "NODE_MEMORY_UTILIZATION") & window)
+    cpu_over = table.filter((F.col("metric") == "NODE_CPU_UTILIZATION") & (F.col("value") > 1))
+    assert {r.cluster for r in cpu_over.select("cluster").distinct().collect()} == {"kalos"}
+    warnings = _warnings(spark, config, UTIL)
+    assert (warnings["node_memory_bad_window"], in_window.count()) == (6, 6)
+    wrong_names = in_window.filter(F.size(F.split("node_ip", "[.]")) == 5)  # '<IP>.1' columns
+    assert warnings["node_ip_is_ipv4"] == wrong_names.count() == 2
+    assert warnings["cpu_utilization_above_100pct"] == cpu_over.count() == 16
+
+    power_cells, power_distinct = reference_cells(month)[POWER]
+    power = stats[POWER]
+    assert (power.rows_read, power.rows_kept) == (power_cells, power_distinct)
+    manifest = json.loads((month / "utilization" / "manifest.json").read_text())[POWER]["files"]
+    readings = _table(spark, config, "bronze", "acme_power")
+    mem = readings.filter(F.col("component") == "MEM_Power").groupBy("kind").count()
+    assert {r.kind: r["count"] for r in mem.collect()} == {
+        k.split("/")[1]: v["mem_power_cells"] for k, v in manifest.items()}
