@@ -15,10 +15,10 @@ cross-trace totals should pick one of the two.
 
 from __future__ import annotations
 
-from functools import reduce
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from tracelake.reader import union_all
 
 COLUMNS = (
     ("trace", "string"), ("cluster", "string"), ("job_id", "string"),
@@ -77,4 +77,4 @@ def unify_jobs(
         parts.append(itp_to_common(itp))
     if elasticflow is not None:
         parts.append(elasticflow_to_common(elasticflow))
-    return reduce(DataFrame.unionByName, parts) if parts else None
+    return union_all(parts) if parts else None

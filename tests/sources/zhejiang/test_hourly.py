@@ -117,7 +117,7 @@ def test_fixture_ingest_keeps_or_quarantines_every_row(engine, spark, config, tm
     assert port_q.reasons == ["column_values_to_match_regex(port_name)"]
     assert port_q.source_file == "trafficinfo/2024052412/2024052412_port.csv"
 
-    derived = rebuild_derived(engine, config, run, hourly.DERIVED, set(stats), lambda _: _Null())
+    derived = rebuild_derived(engine, config, run, hourly.DERIVED, {t: s.partitions for t, s in stats.items()}, lambda _: _Null())
     assert [(d.table, d.rows_read) for d in derived] == [("silver.zj_nic_rates", 2), ("silver.zj_link_wiring", 3)]
     rates = read("silver", "zj_nic_rates").orderBy("interval_end").collect()
     assert [r.seconds for r in rates] == [61.0, 59.0]

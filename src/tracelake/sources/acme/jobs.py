@@ -9,13 +9,12 @@ strict per file), and the Kalos-only columns come out null for Seren.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, check_header, parse_lines, read_raw_lines
+from tracelake.reader import RawFile, check_header, parse_lines, read_raw_lines, union_all
 from tracelake.schema import TableSchema
 from tracelake.contract import TableInput
 
@@ -61,7 +60,7 @@ def parse_acme_jobs(spark: SparkSession, files: list[RawFile], schema: TableSche
         frames.append(parse_lines(lines, view))
     if not frames:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    return reduce(DataFrame.unionByName, frames)
+    return union_all(frames)
 
 
 def _find(raw_dir: Path, cluster: str) -> Path | None:

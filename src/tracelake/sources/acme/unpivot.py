@@ -1,9 +1,10 @@
 """Wide time-series CSVs (`Time` + one column per node/GPU/component) to long rows, in Spark.
 
 The AcmeTrace utilization release is ~80 GB of such files, so nothing here goes through pandas:
-lines are read as text, split, and exploded by position; what a position means (column name,
-node, GPU, file-level constants) comes from a small header frame, one row per file and position,
-joined back after the explode. The exploded frame carries only small per-cell columns: a line
+lines (read as text by the parser, utilization.read_wide_lines: nothing here reads files) are
+split and exploded by position; what a position means (column name, node, GPU, file-level
+constants) comes from a small header frame, one row per file and position, joined back after
+the explode. The exploded frame carries only small per-cell columns: a line
 of 2,000 columns fans out 2,000 times, so anything line-sized carried through the explode would
 multiply (a first version carried the line and ran out of memory on 60 MB).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 DUPLICATE_REASON = "duplicate Time row"
@@ -34,22 +35,6 @@ def epoch_or_timestamp(raw: Column, naive_zone: str) -> Column:
     with_offset = F.try_to_timestamp(raw, F.lit("yyyy-MM-dd HH:mm:ssXXX"))
     naive = F.to_utc_timestamp(F.try_to_timestamp(raw, F.lit("yyyy-MM-dd HH:mm:ss")), naive_zone)
     return F.coalesce(F.when(finite, from_epoch), with_offset, naive)
-
-
-def read_wide_lines(spark: SparkSession, files: list[dict]) -> DataFrame:
-    """Data lines of every file, one text read per file (no input_file_name() on Sail).
-
-    Each entry of `files` gives path, header_line and the ints file_id, series_id (files of one
-    series share it, e.g. the monthly files of a metric), n_cols, time_pos and id_pos (position
-    of a per-row id column such as the server, -1 when none). The header line is not data."""
-    frames = []
-    for f in files:
-        line = F.regexp_replace(F.col("value"), "\r$", "")
-        ints = [F.lit(int(f[name])).alias(name) for name in FILE_INTS]
-        frame = spark.read.text(f["path"]).select(*ints, line.alias("line"))
-        header = f["header_line"]
-        frames.append(frame.filter(~F.col("line").isin(header, "\ufeff" + header)))
-    return reduce(DataFrame.unionByName, frames)
 
 
 def split_lines(lines: DataFrame, naive_zone: str) -> DataFrame:
@@ -197,8 +182,7 @@ def cell_lineage(column_name: Column, errors: Column) -> list[Column]:
 
 
 def wide_to_long(
-    spark: SparkSession,
-    files: list[dict],
+    lines: DataFrame,
     header: DataFrame,
     line_keys: list[str],
     cell_keys: list[str],
@@ -207,15 +191,16 @@ def wide_to_long(
 ) -> DataFrame:
     """The whole parse: lines -> cells with the parse_lines contract.
 
+    `lines` are the files' data lines with the FILE_INTS columns (utilization.read_wide_lines);
     `header` has file_id, pos, source_file, file_rank, column, id_name, header_error, json_key
     and id_json_key (the JSON-quoted column and id names followed by ':'), plus the file
     constants and parsed key columns that `cell_keys` and `data_columns` use (over a cell frame
     that also has ts, id_raw and value). Lines are split by `repeated` before the explode, so
     only the few repeated lines' cells go through the ranking window; the (cheap) line stage
     runs once per branch, the explode and join once in all."""
-    lines = mark_repeated_lines(split_lines(read_wide_lines(spark, files), naive_zone), line_keys)
-    repeated = finish_cells(explode_cells(lines.filter(F.col("repeated"))), header)
-    single = finish_cells(explode_cells(lines.filter(~F.col("repeated"))), header)
+    marked = mark_repeated_lines(split_lines(lines, naive_zone), line_keys)
+    repeated = finish_cells(explode_cells(marked.filter(F.col("repeated"))), header)
+    single = finish_cells(explode_cells(marked.filter(~F.col("repeated"))), header)
     cells = rank_repeated_cells(repeated, cell_keys).unionByName(
         single.withColumn("dup_rank", F.lit(1)).withColumn("dup_error", F.lit(None).cast("string")))
     errors = F.array_compact(F.concat(F.col("own_errors"), F.array(F.col("dup_error"))))

@@ -50,10 +50,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile
+from tracelake.reader import RawFile, union_all
 from tracelake.schema import TableSchema
 from tracelake.contract import TableInput
-from tracelake.sources.acme.unpivot import wide_to_long
+from tracelake.sources.acme.unpivot import FILE_INTS, wide_to_long
 
 
 UTILIZATION_TABLE = "bronze.acme_utilization"
@@ -191,6 +191,22 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 
 # ---------------------------------------------------------------- parsers
 
+def read_wide_lines(spark: SparkSession, files: list[dict]) -> DataFrame:
+    """Data lines of every file, one text read per file (no input_file_name() on Sail).
+
+    Each entry of `files` gives path, header_line and the ints file_id, series_id (files of one
+    series share it, e.g. the monthly files of a metric), n_cols, time_pos and id_pos (position
+    of a per-row id column such as the server, -1 when none). The header line is not data."""
+    frames = []
+    for f in files:
+        line = F.regexp_replace(F.col("value"), "\r$", "")
+        ints = [F.lit(int(f[name])).alias(name) for name in FILE_INTS]
+        frame = spark.read.text(f["path"]).select(*ints, line.alias("line"))
+        header = f["header_line"]
+        frames.append(frame.filter(~F.col("line").isin(header, "\ufeff" + header)))
+    return union_all(frames)
+
+
 def _file_entry(i: int, raw: RawFile, header: Header, series: int, time_pos: int, id_pos: int) -> dict:
     return {"path": raw.path, "header_line": header.line, "file_id": i, "series_id": series,
             "n_cols": len(header.names), "time_pos": time_pos, "id_pos": id_pos}
@@ -250,7 +266,8 @@ def parse_utilization(spark: SparkSession, files: list[RawFile], schema: TableSc
     header_df = spark.createDataFrame(header_rows, UTILIZATION_HEADER)
     keys = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
     data = [F.col(c) for c in (*keys, "value", "unit")]
-    return wide_to_long(spark, entries, header_df, ["series_id", "ts"], keys, data, LOCAL_ZONE)
+    lines = read_wide_lines(spark, entries)
+    return wide_to_long(lines, header_df, ["series_id", "ts"], keys, data, LOCAL_ZONE)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
@@ -297,5 +314,5 @@ def parse_power(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
     keys = ["cluster", "kind", "ts", "id_raw", "component"]
     data = [F.col("cluster"), F.col("kind"), F.col("ts"), F.col("id_raw").alias("node"),
             F.col("component"), F.col("value"), F.col("unit")]
-    return wide_to_long(spark, entries, header_df, ["series_id", "ts", "id_raw"], keys, data,
-                        LOCAL_ZONE)
+    lines = read_wide_lines(spark, entries)
+    return wide_to_long(lines, header_df, ["series_id", "ts", "id_raw"], keys, data, LOCAL_ZONE)

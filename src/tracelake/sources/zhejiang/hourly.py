@@ -14,25 +14,24 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import re
 from datetime import date, datetime, time
-from functools import reduce
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
 from tracelake.reader import (
-    PARSE_ERRORS, ROW_ID, RawFile, count_problem, problem_messages, supplied_column, typed_field,
+    RawFile, finish, raw_field, raw_values_json, split_fields, typed_columns, union_all,
 )
 from tracelake.schema import TableSchema
 from tracelake.contract import TableInput, derived
 from tracelake.sources.zhejiang.transforms.hourly import link_wiring, nic_rates
 from tracelake.sources.zhejiang.xlsx import read_sheets
 from tracelake.sources.zhejiang.clock import cst_to_utc
+from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
 
 TABLES = {
     "flow": "bronze.zj_flow",
@@ -40,7 +39,6 @@ TABLES = {
     "link": "bronze.zj_link",
     "port": "bronze.zj_port_minute",
 }
-HOUR_DIR = re.compile(r"^\d{10}$")
 # a column whose header marks the kind, for workbook sheets whose names do not say it
 SIGNATURE = {"flow": "sourceqp", "nic": "receivedbytes", "link": "ifabbreviatedname", "port": "inpktsloss"}
 # corrected spellings (lower case) -> the release's raw name; the duplicate link column
@@ -52,7 +50,6 @@ SPELLINGS = {
     "outbrdcastpkts.1": "OutBrdcastPkts_2",
 }
 OPTIONAL = {"OutBrdcastPkts_2"}  # a de-duplicating export may have dropped the repeated column
-TRAFFIC = "trafficinfo"
 
 
 # ---------------------------------------------------------------- planning
@@ -134,13 +131,11 @@ def _workbook_files(path: Path, hour: str, staging: Path) -> dict[str, RawFile]:
     return found
 
 
-def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    """TableInputs for the hourly files found in raw_dir; [] when there are none."""
-    root = raw_dir / TRAFFIC
-    if not root.is_dir():
-        return []
+def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> list[TableInput]:
+    """TableInputs for the hourly files found in raw_dir (all hours, or the chosen ones); []
+    when there are none."""
     files: dict[str, list[RawFile]] = {kind: [] for kind in TABLES}
-    for hour_dir in sorted(p for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)):
+    for hour_dir in hour_folders(raw_dir, hours):
         hour = hour_dir.name
         by_kind: dict[str, RawFile] = {}
         for kind in TABLES:
@@ -196,15 +191,8 @@ def header_positions(header_line: str, schema: TableSchema, where: str) -> tuple
     return positions, labels
 
 
-def _typed(raw: Column, type_name: str) -> Column:
-    if type_name == "string":
-        return raw
-    if type_name == "timestamp":
-        return cst_to_utc(raw)
-    return raw.try_cast(type_name)
-
-
 def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataFrame:
+    """One file → the parser contract, its fields matched to the schema by its own header."""
     header = _first_line(raw.path)
     positions, labels = header_positions(header, schema, raw.name)
     line = F.regexp_replace(F.regexp_replace(F.col("value"), "\r$", ""), "^\ufeff", "")
@@ -214,45 +202,20 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataF
         F.lit(raw.name).alias("source_file"), line.alias("raw_line"),
         *[F.lit(raw.constants.get(k)).cast("string").alias(k) for k in sorted(raw.constants)],
     ).filter(F.col("raw_line") != F.lit(header))
-
-    n_fields = len(labels)
-    base = ["source_file", "raw_line", *sorted(raw.constants)]
-    split = lines.select(*base, F.split(F.col("raw_line"), re.escape(schema.delimiter), -1).alias("_fields"))
-    count_ok = F.size("_fields") == F.lit(n_fields)
-    staged = split.select(  # split and trim once; the typed columns below refer to _v<i>
-        *base, F.size("_fields").alias("_n"),
-        *[F.when(count_ok, F.trim(F.get(F.col("_fields"), i))).alias(f"_v{i}") for i in range(n_fields)],
-    )
-    count_ok = F.col("_n") == F.lit(n_fields)
-    problems = [count_problem(count_ok, F.col("_n"), n_fields)]
-    value_at = {label: F.col(f"_v{i}") for i, label in enumerate(labels)}
-    typed: list[Column] = []
-    for col in schema.data_columns:
-        if col.source is None:
-            typed.append(supplied_column(col, staged.columns, schema))
-            continue
-        if col.source not in positions:  # an optional column this file does not have
-            typed.append(F.lit(None).cast(col.type).alias(col.name))
-            continue
-        text = value_at[labels[positions[col.source]]]
-        value, col_problems = typed_field(text, col, lambda t, c=col: _typed(t, c.type), count_ok)
-        typed.append(value.alias(col.name))
-        problems += col_problems
-    raw_json = F.to_json(F.struct(*[value_at[label].alias(label) for label in labels]))
-    row_id = F.sha2(F.concat_ws("\u0001", F.col("source_file"), F.col("raw_line")), 256)
-    return staged.select(
-        *typed, "source_file", "raw_line",
-        F.when(count_ok, raw_json).alias("raw_values_json"),
-        row_id.alias(ROW_ID),
-        problem_messages(problems).alias(PARSE_ERRORS),
-    )
+    split = split_fields(lines, schema.delimiter, len(labels), trim=True)
+    fields = {name: F.col(raw_field(i)) for name, i in positions.items()}
+    # an optional column this file does not have reads as an empty field
+    fields.update({name: F.lit(None).cast("string") for name in schema.raw_header if name not in positions})
+    typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides={"timestamp": cst_to_utc})
+    by_label = {label: F.col(raw_field(i)) for i, label in enumerate(labels)}
+    return finish(split, schema, typed, raw_values_json(by_label), problems)
 
 
 def parse_hourly(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
     """The parse_lines contract for hourly files whose headers may differ in order and spelling."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    return reduce(DataFrame.unionByName, [_parse_file(spark, raw, schema) for raw in files])
+    return union_all([_parse_file(spark, raw, schema) for raw in files])
 
 
 # ---------------------------------------------------------------- derived tables

@@ -24,10 +24,11 @@ mapInArrow (~15 s), a literal (port -> file) map per row (12 s), a join with the
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -37,27 +38,22 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
 from tracelake.reader import (
-    PARSE_ERRORS, ROW_ID, RawFile, Staged, check_header, count_problem, problem_messages, supplied_column,
-    typed_field, union_all,
+    COUNT_OK, N_FIELDS, RawFile, Staged, check_header, raw_field, split_fields, type_fields, union_all,
 )
-from tracelake.schema import Column as ColumnSpec
 from tracelake.schema import TableSchema
 from tracelake.contract import TableInput, derived
-from tracelake.sources.zhejiang.transforms.ports import port_rates
+from tracelake.sources.zhejiang.clock import shift_hour
+from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
+from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates, rates_of
 
 log = logging.getLogger(__name__)
 
 TABLE = "bronze.zj_port_counters"
 RATES_TABLE = "silver.zj_port_rates"
-TRAFFIC = "trafficinfo"
-HOUR_DIR = re.compile(r"^\d{10}$")
 SWITCH_DIR = re.compile(r"^NH-DC-(NM\d+)-([A-Z]\d{2})-ROCE-(?P<leaf>(?:ST-)?[Ll]eaf-\d+)_GPU_S9825$")
 PORT_FILE = re.compile(r"^(?P<sw>[Ll]eaf-\d+)_(?P<p>\d+)(?:_(?P<s>[12]))?\.csv$")
-MGMT_PORT = "M-GigabitEthernet0/0/0"
 BREAKOUT_PORT = re.compile(r"^TwoHundredGigE1/0/(\d+):([12])$")
 FULL_PORT = re.compile(r"^FourHundredGigE1/0/(\d+)$")
-EPOCH_MS = "epoch_ms"  # schema `format` of a timestamp column delivered as Unix epoch milliseconds
-EPOCH_MS_MIN, EPOCH_MS_MAX = -62_135_596_800_000, 253_402_300_799_999  # 0001-01-01 .. 9999-12-31
 
 
 # ---------------------------------------------------------------- naming rules (doc §1, §3.2)
@@ -130,16 +126,13 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
     return files
 
 
-def find_port_files(raw_dir: Path) -> list[RawFile]:
+def find_port_files(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[RawFile]:
     """Every trafficinfo/<hour>/<switch folder>/<port file>.csv under the release folder.
 
     Files directly in an hour folder (the hourly flow/nic/link/port CSVs) belong to another part;
     a sub-folder that is not a switch folder stops the run rather than being left out."""
-    root = Path(raw_dir) / TRAFFIC
-    if not root.is_dir():
-        return []
     files: list[RawFile] = []
-    for hour_dir in sorted(p for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)):
+    for hour_dir in hour_folders(raw_dir, hours):
         hour = _hour(hour_dir.name, f"{TRAFFIC}/{hour_dir.name}")
         for folder in sorted(p for p in hour_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
             if not SWITCH_DIR.match(folder.name):
@@ -151,8 +144,8 @@ def find_port_files(raw_dir: Path) -> list[RawFile]:
     return files
 
 
-def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    files = find_port_files(raw_dir)
+def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> list[TableInput]:
+    files = find_port_files(raw_dir, hours)
     return [TableInput(TABLE, files, partial(parse_port_files, staging=staging))] if files else []
 
 
@@ -184,70 +177,13 @@ def _read_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
     return union_all(frames).filter(F.col("raw_line") != F.lit(header))
 
 
-def _typed(raw: Column, col: ColumnSpec) -> Column:
-    if col.format == EPOCH_MS:  # out of the year 1-9999 range would fail the whole read
-        millis = raw.try_cast("bigint")
-        return F.when(millis.between(EPOCH_MS_MIN, EPOCH_MS_MAX), F.timestamp_millis(millis))
-    return raw if col.type == "string" else raw.try_cast(col.type)
-
-
-def _raw_name(i: int) -> str:
-    return f"_raw{i}"
-
-
-def split_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
-    """Text lines → the raw fields `_raw<i>` (null when the count is off), `_n_fields`, `_count_ok`.
-
-    Spark Connect engines do not share the split between the 30-odd expressions that use a
-    field, so the fields are computed in one projection and used in the next (measured on
-    Sail: 2.6 s of CPU less per real hour)."""
-    n_fields = len(schema.raw_header)
-    split = lines.select("*", F.split(F.col("raw_line"), re.escape(schema.delimiter), -1).alias("_fields"))
-    count_ok = F.size(F.col("_fields")) == F.lit(n_fields)
-    return split.select(
-        *lines.columns, count_ok.alias("_count_ok"), F.size(F.col("_fields")).alias("_n_fields"),
-        *[F.when(count_ok, F.get(F.col("_fields"), i)).alias(_raw_name(i)) for i in range(n_fields)],
-    )
-
-
-def type_fields(fields: DataFrame, schema: TableSchema) -> DataFrame:
-    """Raw fields → reader.parse_lines' contract and error texts. `format: epoch_ms` columns hold
-    whole Unix milliseconds. raw_values_json is filled for rows that failed to parse; for a
-    parsed row it is null because its raw_line splits exactly into the header's fields (to_json
-    on every row costs more than the rest of the parse)."""
-    n_fields = len(schema.raw_header)
-    raw_names = {name: _raw_name(i) for i, name in enumerate(schema.raw_header)}
-    count_ok = F.col("_count_ok")
-    typed: list[Column] = []
-    problems = [count_problem(count_ok, F.col("_n_fields"), n_fields)]
-    for col in schema.data_columns:
-        if col.source is None:
-            typed.append(supplied_column(col, fields.columns, schema))
-            continue
-        kind = "epoch time in whole milliseconds" if col.format == EPOCH_MS else None
-        value, col_problems = typed_field(F.col(raw_names[col.source]), col, lambda t, c=col: _typed(t, c),
-                                          count_ok, kind=kind, value_ref=F.col(col.name))
-        typed.append(value.alias(col.name))
-        problems += col_problems
-    names = {c.name for c in schema.data_columns}
-    values = fields.select(*[c for c in fields.columns if c not in names], *typed)
-    # the messages are built only for rows that have a problem (CASE evaluates branches lazily)
-    failed = reduce(Column.__or__, [cond for cond, _ in problems])
-    checked = values.select("*", F.when(failed, problem_messages(problems))
-                            .otherwise(F.array().cast("array<string>")).alias(PARSE_ERRORS))
-    raw_json = F.to_json(F.struct(*[F.col(raw_names[n]).alias(n) for n in schema.raw_header]))
-    return checked.select(
-        *[c.name for c in schema.data_columns],
-        "source_file", "raw_line",
-        F.when(count_ok & (F.size(F.col(PARSE_ERRORS)) > 0), raw_json).alias("raw_values_json"),
-        F.xxhash64(F.col("source_file"), F.col("raw_line")).cast("string").alias(ROW_ID),
-        PARSE_ERRORS,
-    )
-
-
 def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
-    """reader.parse_lines' contract for text lines, each split once."""
-    return type_fields(split_fields(lines, schema), schema)
+    """reader.parse_lines' contract and error texts for text lines, each split once, with
+    reader.finish's measured shortcuts: problem messages and raw_values_json only for rows that
+    failed to parse (a parsed row's raw_line splits exactly into the header's fields; to_json on
+    every row costs more than the rest of the parse). `format: epoch_ms` columns hold whole
+    Unix milliseconds."""
+    return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema, lean=True)
 
 
 # ---------------------------------------------------------------- the fast path: Spark's CSV reader
@@ -284,19 +220,19 @@ def _csv_fields(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
         by_folder.setdefault(raw.name.rsplit("/", 1)[0], []).append(raw)
     constants = sorted({k for f in files for k in f.constants} - {"file_port_name"})
     n_fields = len(schema.raw_header)
-    raws = [F.col(_raw_name(i)) for i in range(n_fields)]
-    port = F.col(_raw_name(schema.raw_header.index("PortName")))
+    raws = [F.col(raw_field(i)) for i in range(n_fields)]
+    port = F.col(raw_field(schema.raw_header.index("PortName")))
     frames = []
     for folder, members in by_folder.items():
         rows = spark.read.schema(raw_schema).options(header=True, quote="\u0000", mode="FAILFAST").csv(
             [f.path for f in members])
-        fields = rows.select(*[F.col(f"`{name}`").alias(_raw_name(i)) for i, name in enumerate(schema.raw_header)])
+        fields = rows.select(*[F.col(f"`{name}`").alias(raw_field(i)) for i, name in enumerate(schema.raw_header)])
         frames.append(fields.select(
             _file_for_port(folder, port).alias("source_file"),
             *[F.lit(members[0].constants.get(k)).cast("string").alias(k) for k in constants],
             port.alias("file_port_name"),
             F.concat_ws(schema.delimiter, *[F.coalesce(r, F.lit("")) for r in raws]).alias("raw_line"),
-            F.lit(True).alias("_count_ok"), F.lit(n_fields).alias("_n_fields"), *raws,
+            F.lit(True).alias(COUNT_OK), F.lit(n_fields).alias(N_FIELDS), *raws,
         ))
     return union_all(frames)
 
@@ -310,7 +246,7 @@ def _verified_csv_read(
     with ThreadPoolExecutor(max_workers=1) as pool:
         counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): data_lines(f) for f in files})
         try:
-            type_fields(_csv_fields(spark, files, schema), schema).write.mode("overwrite").parquet(str(path))
+            type_fields(_csv_fields(spark, files, schema), schema, lean=True).write.mode("overwrite").parquet(str(path))
         except Exception as exc:  # noqa: BLE001 - any failure here is retried line by line
             log.info("%s: CSV read failed, parsing line by line: %s", schema.full_name, str(exc)[:300])
             return None
@@ -348,4 +284,21 @@ def parse_port_files(
 
 # ---------------------------------------------------------------- derived
 
-DERIVED = [derived(RATES_TABLE, port_rates, (TABLE,))]
+def rebuild_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+    """The rates of the changed hours and of the hour after each (its first rows continue from
+    the changed hour), from those hours' counters plus the carried state of the hour before;
+    nothing else of the lake is read."""
+    [counters] = read_tables(spark, config, TABLE)
+    if counters is None:
+        return None
+    changed_hours = {values[0] for values in changed[TABLE]}
+    after = sorted({shift_hour(h, 1) for h in changed_hours} - changed_hours)
+    stored = counters.filter(F.col("hour_cst").isin(after)).select("hour_cst").distinct().collect()
+    hours = sorted(changed_hours | {r.hour_cst for r in stored})
+    before = sorted({shift_hour(h, -1) for h in hours} - set(hours))
+    state = carried_state(counters.filter(F.col("hour_cst").isin(before)))
+    rates = rates_of(counters.filter(F.col("hour_cst").isin(hours)), state, hours)
+    return rates, tuple((h,) for h in hours)
+
+
+DERIVED = [replace(derived(RATES_TABLE, port_rates, (TABLE,)), rebuild=rebuild_rates)]

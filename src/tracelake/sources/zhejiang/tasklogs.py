@@ -12,7 +12,6 @@ quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
 from __future__ import annotations
 
 import re
-from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -21,7 +20,7 @@ from pyspark.sql import functions as F
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
-from tracelake.reader import PARSE_ERRORS, ROW_ID, RawFile
+from tracelake.reader import RawFile, finish, union_all
 from tracelake.schema import TableSchema, load_schema
 from tracelake.contract import TableInput, derived
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
@@ -83,20 +82,6 @@ def _int(col: Column, pattern: str, idx: int, type_name: str = "int") -> Column:
     return _group(col, pattern, idx).cast(type_name)
 
 
-def _contract(df: DataFrame, schema: TableSchema, typed: dict[str, Column], raw_json: Column,
-              row_key: list[Column], errors: list[Column]) -> DataFrame:
-    """The parse_lines contract: schema data columns, raw lineage, row id, parse errors."""
-    missing = [c.name for c in schema.data_columns if c.name not in typed]
-    if missing:
-        raise TracelakeError(f"{schema.full_name}: parser supplies no {missing}")
-    return df.select(
-        *[typed[c.name].cast(c.type).alias(c.name) for c in schema.data_columns],
-        F.col("source_file"), F.col("raw_line"), raw_json.alias("raw_values_json"),
-        F.sha2(F.concat_ws("\u0001", F.col("source_file"), *row_key), 256).alias(ROW_ID),
-        F.array_compact(F.array(*errors)).alias(PARSE_ERRORS),
-    )
-
-
 def _pod_name_parts(pod: Column) -> dict[str, Column]:
     return {
         "job": _group(pod, POD_NAME, 1),
@@ -113,7 +98,7 @@ def parse_pods(spark: SparkSession, files: list[RawFile], schema: TableSchema) -
             F.regexp_replace("value", "\r$", "").alias("raw_line"))
         for raw in files
     ]
-    lines = reduce(DataFrame.unionByName, frames)
+    lines = union_all(frames)
     pattern = r"^\s*(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"
     line = F.col("raw_line")
     ok = line.rlike(pattern)
@@ -122,16 +107,14 @@ def parse_pods(spark: SparkSession, files: list[RawFile], schema: TableSchema) -
     parts = _pod_name_parts(pod)
     typed = {"task_id": F.col("task_id"), "pod": pod, "host_ip": host_ip, "k8s_node": node,
              "host_num": _int(node, r"(\d+)$", 1), "start_ts": start_ts, **parts}
-    errors = [
-        F.when(~ok, F.lit("expected 4 whitespace-separated fields: pod, hostIP, node, startTime")),
-        F.when(ok & start_ts.isNull(),
-               F.concat(F.lit("start_ts: '"), start, F.lit("' is not an RFC 3339 UTC time"))),
-        F.when(ok & parts["role"].isNull(),
-               F.concat(F.lit("pod: '"), pod, F.lit("' is not <job>-master|worker[-<i>]"))),
+    problems = [
+        (~ok, F.lit("expected 4 whitespace-separated fields: pod, hostIP, node, startTime")),
+        (ok & start_ts.isNull(), F.concat(F.lit("start_ts: '"), start, F.lit("' is not an RFC 3339 UTC time"))),
+        (ok & parts["role"].isNull(), F.concat(F.lit("pod: '"), pod, F.lit("' is not <job>-master|worker[-<i>]"))),
     ]
     raw_json = F.when(ok, F.to_json(F.struct(pod.alias("pod"), host_ip.alias("hostIP"),
                                               node.alias("nodeName"), start.alias("startTime"))))
-    return _contract(lines, schema, typed, raw_json, [line], errors)
+    return finish(lines, schema, typed, raw_json, problems)
 
 
 def _log_lines(spark: SparkSession, raw: RawFile) -> DataFrame:
@@ -271,13 +254,12 @@ def _events(classified: DataFrame) -> DataFrame:
             mt_rest, r"elapsed time per iteration \(ms\): ([\d.]+)", 1).cast("double")),
     }
     fields = F.to_json(F.struct(*[col.alias(name) for name, col in _fields(kind, sk, b, ds_msg, nm)]))
-    errors = [
-        F.when(F.col("is_blank"), F.lit("blank line")),
-        F.when(kind.isNull() & ~F.col("is_blank"), F.lit("unrecognised line")),
-        F.when(ts_text.isNotNull() & ts.isNull(),
-               F.concat(F.lit("ts: '"), ts_text, F.lit("' is not a valid timestamp"))),
+    problems = [
+        (F.col("is_blank"), F.lit("blank line")),
+        (kind.isNull() & ~F.col("is_blank"), F.lit("unrecognised line")),
+        (ts_text.isNotNull() & ts.isNull(), F.concat(F.lit("ts: '"), ts_text, F.lit("' is not a valid timestamp"))),
     ]
-    return staged, typed, F.when(fields != "{}", fields), errors
+    return staged, typed, F.when(fields != "{}", fields), problems
 
 
 def _fields(kind: Column, sk: Column, b: Column, ds_msg: Column, nm: Column) -> list[tuple[str, Column]]:
@@ -351,14 +333,13 @@ def parse_log_events(spark: SparkSession, files: list[RawFile], schema: TableSch
     """Pod logs → the parse_lines contract; blank/unrecognised pieces carry a parse error."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    lines = reduce(DataFrame.unionByName, [_log_lines(spark, raw) for raw in files])
-    staged, typed, fields_json, errors = _events(_classify(lines))
+    lines = union_all([_log_lines(spark, raw) for raw in files])
+    staged, typed, fields_json, problems = _events(_classify(lines))
     for name in ("task_id", "job", "pod", "role", "worker_index", "line_no", "segment"):
         typed[name] = F.col(name)
     typed["fields_json"] = fields_json
     raw_json = F.to_json(F.struct(F.col("line_no"), F.col("segment")))
-    return _contract(staged, schema, typed, raw_json,
-                     [F.col("line_no").cast("string"), F.col("segment").cast("string")], errors)
+    return finish(staged, schema, typed, raw_json, problems, key=("line_no", "segment"))
 
 
 def _log_constants(match: re.Match, task: str, stem: str) -> dict[str, str | None]:

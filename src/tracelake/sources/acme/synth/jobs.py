@@ -27,10 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tracelake.schema import load_schema
+from tracelake.sources.acme import jobs
+
 GROUND_TRUTH = "acme_ground_truth.json"
-SEREN_HEADER = "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time"
-KALOS_HEADER = ("job_id,user,node_num,gpu_num,cpu_num,mem_per_pod_GB,shared_mem_per_pod,type,state,"
-                "submit_time,start_time,end_time,fail_time,stop_time,duration,queue,gpu_time")
+SEREN_HEADER = ",".join(jobs.SEREN_HEADER)
+KALOS_HEADER = ",".join(load_schema(jobs.TABLE).raw_header)  # the schema's raw header is Kalos's
 GPUS_PER_NODE = 8
 MAX_RUN_S = 45 * 86_400  # longest run time drawn before the Pretrain rescale
 STATE_RUN_FACTOR = {"COMPLETED": 1.0, "FAILED": 0.5, "CANCELLED": 0.8, "TIMEOUT": 4.0,
