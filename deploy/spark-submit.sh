@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Run `tracelake ingest` on a Spark cluster with the classic `spark` profile.
+# Run `tracelake ingest` through spark-submit, in one of two modes:
+#
+#   remote  (SPARK_REMOTE=sc://host:port): the driver script talks to a Spark Connect server
+#           (Sail, Spark Connect, Databricks); no --master, no --packages, profile `connect`.
+#   cluster (default; SPARK_MASTER, default local[*]): classic Spark with the delta-spark jars
+#           from Maven (--packages), profile `spark`.
 #
 #   deploy/spark-submit.sh SOURCE RAW_DIR [LAKE_DIR] [extra tracelake flags...]
-#   SPARK_MASTER=spark://head:7077 deploy/spark-submit.sh itp /shared/raw/itp /shared/lake
+#   SPARK_REMOTE=sc://10.0.0.5:50051 deploy/spark-submit.sh zeus /shared/raw/zeus /shared/lake
+#   SPARK_MASTER=spark://head:7077   deploy/spark-submit.sh itp  /shared/raw/itp  /shared/lake
 #
 # The tracelake package must be installed for the driver's Python (pip install -e . from this
-# checkout, or the wheel); executors only need pyspark/pyarrow. RAW_DIR is read on the driver
-# and LAKE_DIR is written by the executors, so on a real cluster both must be on shared
-# storage (NFS mount, or an object-store URI for LAKE_DIR).
+# checkout, or the wheel). Which Python: $PYSPARK_PYTHON, else `python3` on PATH; its
+# spark-submit (pyspark's) is used unless SPARK_SUBMIT names another. RAW_DIR is read on the
+# driver and LAKE_DIR is written by the engine, so away from one machine both must be on storage
+# mounted at the same path on the driver and the engine (see deploy/README.md).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-    echo "usage: $0 SOURCE RAW_DIR [LAKE_DIR] [extra tracelake flags...]" >&2
+    echo "usage: [SPARK_REMOTE=sc://host:port | SPARK_MASTER=url] $0 SOURCE RAW_DIR [LAKE_DIR] [tracelake flags...]" >&2
     exit 2
 fi
 
@@ -22,17 +29,45 @@ LAKE_DIR="${3:-$PWD/lake}"
 shift $(( $# < 3 ? $# : 3 ))
 
 DELTA_PACKAGE="io.delta:delta-spark_2.13:4.4.1"   # keep in step with tracelake.engine
-MASTER="${SPARK_MASTER:-local[*]}"
 
-# Workers must run the same interpreter as the driver (pyarrow, pandas UDFs).
-PYTHON_BIN="$(command -v python3 || command -v python)"
-export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PYTHON_BIN}"
-export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYSPARK_PYTHON}"
-# conf/, schemas/ and expectations/ are read from the checkout, not from the installed package.
-export TRACELAKE_HOME="$REPO_ROOT"
+PYTHON_BIN="${PYSPARK_PYTHON:-$(command -v python3 || command -v python)}"
+# pyspark's spark-submit finds SPARK_HOME through the python on PATH: put the driver's first
+export PATH="$(dirname "$PYTHON_BIN"):$PATH"
+if [[ -z "${SPARK_SUBMIT:-}" ]]; then
+    if [[ -x "$(dirname "$PYTHON_BIN")/spark-submit" ]]; then
+        SPARK_SUBMIT="$(dirname "$PYTHON_BIN")/spark-submit"
+    else
+        SPARK_SUBMIT=spark-submit
+    fi
+fi
+# conf/, schemas/ and expectations/ are read from this checkout unless TRACELAKE_HOME says otherwise
+export TRACELAKE_HOME="${TRACELAKE_HOME:-$REPO_ROOT}"
+# workers must run the same interpreter as the driver (pyarrow, pandas UDFs)
+export PYSPARK_PYTHON="$PYTHON_BIN"
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PYTHON_BIN}"
 
-exec "${SPARK_SUBMIT:-spark-submit}" \
-    --master "$MASTER" \
+if [[ -n "${SPARK_REMOTE:-}" ]]; then
+    if [[ -n "${SPARK_MASTER:-}" ]]; then
+        echo "$0: set SPARK_REMOTE (Spark Connect) or SPARK_MASTER (classic cluster), not both" >&2
+        exit 2
+    fi
+    if [[ "$SPARK_REMOTE" != sc://* ]]; then
+        echo "$0: SPARK_REMOTE must look like sc://host:port, got '$SPARK_REMOTE'" >&2
+        exit 2
+    fi
+    # the connect profile takes the URL from spark-submit's --remote; no jars: the server has Delta
+    exec "$SPARK_SUBMIT" \
+        --remote "$SPARK_REMOTE" \
+        --name "tracelake-ingest-$SOURCE" \
+        "$REPO_ROOT/jobs/ingest.py" "$SOURCE" \
+        --raw "$RAW_DIR" \
+        --lake "$LAKE_DIR" \
+        --profile connect \
+        "$@"
+fi
+
+exec "$SPARK_SUBMIT" \
+    --master "${SPARK_MASTER:-local[*]}" \
     --name "tracelake-ingest-$SOURCE" \
     --packages "$DELTA_PACKAGE" \
     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \

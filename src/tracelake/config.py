@@ -7,6 +7,7 @@ setting that silently does nothing.
 from __future__ import annotations
 
 import copy
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,26 @@ class Config:
 
     def table_path(self, layer: str, table: str) -> str:
         return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
+
+
+def spark_submit_remote(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Spark Connect URL that spark-submit was given: `--remote sc://…` reaches the Python
+    driver as `spark.remote` in PYSPARK_REMOTE_INIT_CONF_<i> (JSON); SPARK_REMOTE is the
+    environment form PySpark itself honours."""
+    environ = os.environ if environ is None else environ
+    url = environ.get("SPARK_REMOTE")
+    try:
+        count = int(environ.get("PYSPARK_REMOTE_INIT_CONF_LEN", "0"))
+    except ValueError:
+        count = 0
+    for i in range(count):
+        try:
+            init = json.loads(environ.get(f"PYSPARK_REMOTE_INIT_CONF_{i}", "{}"))
+        except ValueError:
+            continue
+        if isinstance(init, dict) and init.get("spark.remote"):
+            url = str(init["spark.remote"])
+    return url or None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -121,6 +142,9 @@ def load_config(
     cli = {k: v for k, v in (overrides or {}).items() if v is not None}
     merged = _merge(merged, cli, "command line")
     merged["profile"] = chosen
+    if chosen == "connect" and not merged.get("connect_url"):
+        # under `spark-submit --remote sc://…` the URL need not be repeated
+        merged["connect_url"] = spark_submit_remote(environ)
     return _build(merged)
 
 
@@ -131,8 +155,9 @@ def _build(merged: dict[str, Any]) -> Config:
     staging = merged.get("staging_dir") or f"{lake_root}/_staging"
     if merged["profile"] == "connect" and not merged.get("connect_url"):
         raise TracelakeError(
-            "profile 'connect' needs a Spark Connect URL: set connect_url in conf/connect.yaml, "
-            "TRACELAKE_CONNECT_URL, or --connect-url sc://host:port"
+            "profile 'connect' needs a Spark Connect URL: --connect-url sc://host:port, "
+            "TRACELAKE_CONNECT_URL, connect_url in conf/connect.yaml, or spark-submit --remote "
+            "(SPARK_REMOTE)"
         )
     delta_required = merged.get("delta_required")
     if not isinstance(delta_required, bool):

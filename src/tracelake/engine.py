@@ -12,11 +12,11 @@ import atexit
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from pyspark.sql import SparkSession
 
-from tracelake.config import Config
+from tracelake.config import Config, spark_submit_remote
 from tracelake.errors import TracelakeError
 
 DELTA_SPARK_VERSION = "4.4.1"
@@ -31,11 +31,34 @@ class Engine:
     spark: SparkSession
     _server: Any = field(default=None, repr=False)
     _owns_session: bool = True
+    # None until probed: whether the engine's SQL has DESCRIBE HISTORY / OPTIMIZE / VACUUM
+    _delta_sql: bool | None = field(default=None, repr=False)
 
     @property
     def delta_native_sql(self) -> bool:
-        """Whether DESCRIBE HISTORY / OPTIMIZE / VACUUM work as SQL (not on Sail)."""
-        return self.profile != "local"
+        """Whether DESCRIBE HISTORY / OPTIMIZE / VACUUM work as SQL: never on Sail (`local`),
+        always with delta-spark (`spark`); on `connect` as probed by `delta_sql_supported`
+        (True until then: most Connect servers are Spark with Delta)."""
+        if self.profile == "local":
+            return False
+        if self.profile == "spark":
+            return True
+        return self._delta_sql is not False
+
+    def delta_sql_supported(self, probe_path: str) -> bool:
+        """Ask the engine once, with `DESCRIBE HISTORY` on an existing table, whether it speaks
+        Delta's maintenance SQL; the answer is kept for the rest of the session. A Sail server
+        answers with a parser error; any other error (e.g. the path is not a table) is raised."""
+        if self.profile != "connect" or self._delta_sql is not None:
+            return self.delta_native_sql
+        try:
+            self.spark.sql(f"DESCRIBE HISTORY delta.`{probe_path}` LIMIT 1").collect()
+            self._delta_sql = True
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if not _is_unsupported_sql(exc):
+                raise
+            self._delta_sql = False
+        return self._delta_sql
 
     def stop(self) -> None:
         if self._owns_session:
@@ -57,7 +80,81 @@ class Engine:
         self.stop()
 
 
+def _is_unsupported_sql(exc: BaseException) -> bool:
+    """A parser/unsupported-statement error, as opposed to a missing table or a lost server."""
+    name = type(exc).__name__
+    text = str(exc)
+    lowered = text.lower()
+    return (
+        "ParseException" in name
+        or "PARSE_SYNTAX_ERROR" in text
+        or ("found history" in lowered and "expected" in lowered)
+        or "not supported" in lowered
+        or "unsupported" in lowered
+        or "not implemented" in lowered
+    )
+
+
+def spark_submit_mode(environ: Mapping[str, str] | None = None) -> str | None:
+    """'remote' under `spark-submit --remote sc://…`, 'master' under `spark-submit --master …`,
+    None when this Python was not started by spark-submit."""
+    environ = os.environ if environ is None else environ
+    if spark_submit_remote(environ):
+        return "remote"
+    if environ.get("PYSPARK_GATEWAY_PORT") and environ.get("MASTER"):
+        return "master"
+    return None
+
+
+def _check_submit_mode(config: Config) -> None:
+    """Under spark-submit, the profile must match how it was submitted; say which one does."""
+    mode = spark_submit_mode()
+    if mode == "master" and config.profile != "spark":
+        raise TracelakeError(
+            f"spark-submit --master {os.environ.get('MASTER')} starts classic Spark, which profile "
+            f"'{config.profile}' cannot use: pass --profile spark (with --packages {DELTA_PACKAGE}), "
+            "or submit with --remote sc://HOST:PORT and --profile connect"
+        )
+    if mode == "remote" and config.profile != "connect":
+        raise TracelakeError(
+            f"spark-submit --remote {spark_submit_remote()} connects to a Spark Connect server, "
+            f"which profile '{config.profile}' does not use: pass --profile connect"
+        )
+
+
+def explain_engine_error(exc: BaseException) -> str | None:
+    """The root cause of a JVM-side failure (py4j's Py4JJavaError only names the Java call,
+    e.g. `o1199.save`), with the fix when it is a known one; None for other errors."""
+    if type(exc).__name__ != "Py4JJavaError":
+        return None
+    chain: list[str] = []  # "Class: message", outermost first
+    try:
+        cause = exc.java_exception  # type: ignore[attr-defined]
+        while cause is not None and len(chain) < 20:
+            chain.append(f"{cause.getClass().getName()}: {cause.getMessage() or ''}".strip())
+            cause = cause.getCause()
+    except Exception:  # noqa: BLE001 - the gateway may be gone: read the printed trace instead
+        text = str(exc)
+        chain = [ln.strip().removeprefix("Caused by: ") for ln in text.splitlines()
+                 if ln.strip() and not ln.strip().startswith(("at ", "...", "An error occurred"))]
+    if not chain:
+        return None
+    # Spark's own errors carry an error class ("[DATA_SOURCE_NOT_FOUND] …"): the most telling
+    # line; otherwise the innermost cause
+    classed = [c for c in chain if ": [" in c]
+    first = (classed[0] if classed else chain[-1]).splitlines()[0]
+    whole = " ".join(chain)
+    if ("DATA_SOURCE_NOT_FOUND" in whole and "delta" in whole.lower()) or "delta.DefaultSource" in whole \
+            or "DeltaCatalog" in whole:
+        return (
+            f"{first} -- the Delta Lake jars are not on the classpath: run with "
+            f"`spark-submit --packages {DELTA_PACKAGE}` (deploy/spark-submit.sh adds it)"
+        )
+    return first
+
+
 def start_engine(config: Config) -> Engine:
+    _check_submit_mode(config)
     builders = {"local": _start_local, "spark": _start_classic, "connect": _start_connect}
     engine = builders[config.profile](config)
     atexit.register(engine.stop)
