@@ -1,4 +1,4 @@
-"""Benchmark the Zhejiang cross-layer correlation (issue 6) on the local profile.
+"""Benchmark the Zhejiang cross-layer correlation on the local profile.
 
 Generates one release-shaped folder: one task of 4 hosts (32 ranks) whose log covers a whole day,
 H hours (default 4) of per-port counters for ALL 24 switches (20 GPU leafs x 95 ports + 4 storage

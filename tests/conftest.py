@@ -18,6 +18,8 @@ os.environ.setdefault("RUST_LOG", "error")
 os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
 PROFILE = os.environ.get("TRACELAKE_TEST_PROFILE", "local")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+if (SHARED_DATA / "zhejiang" / "cluster_2000_A100.xlsx").is_file():  # generate on the real topology when we have it
+    os.environ.setdefault("TRACELAKE_ZJ_TOPOLOGY", str(SHARED_DATA / "zhejiang" / "cluster_2000_A100.xlsx"))
 
 
 def pytest_collection_modifyitems(config, items):

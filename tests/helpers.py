@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import csv
 import io
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -27,3 +31,14 @@ def write_archive(path: Path, members: dict[str, str]) -> Path:
 
 def itp_csv(rows: list[str]) -> str:
     return "\n".join([ITP_HEADER, *rows])
+
+
+def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it: its own process, its own engine."""
+    full_env = {**os.environ, "RUST_LOG": "error", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tracelake.cli", *args], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+def rows(stdout: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(stdout)))

@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
     p.add_argument("--raw", help="folder with the source's raw files")
+    p.add_argument("--hours", metavar="H|FROM..TO",
+                   help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. 2024052400..2024052423")
     _common(p)
 
     p = sub.add_parser("query", help="run SQL over the lake; prints CSV with a header")
@@ -45,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("tables", help="list lake tables: rows, Delta version, last operation")
+    _common(p)
+
+    p = sub.add_parser("maintain", help="Delta maintenance: history, --optimize (compact small files), --vacuum")
+    p.add_argument("table", nargs="?", help="layer.table (default: every lake table)")
+    p.add_argument("--optimize", action="store_true", help="compact small files into larger ones")
+    p.add_argument("--vacuum", action="store_true", help="delete files no version newer than --retain-hours needs")
+    p.add_argument("--retain-hours", type=int, default=168, metavar="N",
+                   help="vacuum keeps files of the last N hours (default 168; below that time travel ends sooner)")
     _common(p)
 
     p = sub.add_parser("describe", help="print a table's documentation from its schema file")
@@ -57,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hours", type=int, help="hours of data to generate (zhejiang)")
     p.add_argument("--tasks", type=int, help="training tasks to generate (zhejiang)")
+    p.add_argument("--start", help="first hour, YYYYMMDDHH China time (zhejiang; default 2024052400)")
+    p.add_argument("--ports", choices=("monitored", "all"),
+                   help="zhejiang per-port files: the monitored ports (default) or every port of all 24 switches")
+    p.add_argument("--only-hour", metavar="H", help="zhejiang: write the traffic of this one hour of the world only")
 
     p = sub.add_parser("report", help="write figures (PNG) and an HTML page from the gold tables")
     p.add_argument("--out", required=True)
@@ -131,7 +145,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from tracelake.pipeline import run_ingest
 
     with _engine(args) as (engine, config), _progress() as progress:
-        stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress))
+        stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress), hours=args.hours)
     _print_stats(stats)
     return 0
 
@@ -189,10 +203,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from tracelake.config import load_config
     from tracelake.registry import generate
 
-    written = generate(args.source, args.out, scale=args.scale, seed=args.seed,
-                       hours=args.hours, tasks=args.tasks)
+    reference = load_config().raw_roots.get(args.source)
+    written = generate(args.source, args.out, scale=args.scale, seed=args.seed, reference=reference,
+                       hours=args.hours, tasks=args.tasks, start=args.start, ports=args.ports,
+                       only_hour=args.only_hour)
     for path in written:
         print(path)
     return 0
@@ -220,13 +237,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from tracelake.lake import list_lake_tables
+    from tracelake.maintenance import active_files, history, optimize, vacuum
+
+    with _engine(args) as (engine, config):
+        tables = list_lake_tables(config)
+        if args.table:
+            wanted = tuple(args.table.split(".", 1))
+            if wanted not in tables:
+                raise TracelakeError(f"no table {args.table} in the lake at {config.lake_root}")
+            tables = [wanted]
+        rows = []
+        for layer, table in tables:
+            path = config.table_path(layer, table)
+            files_before = active_files(engine, path)
+            if args.optimize:
+                optimize(engine, path)
+            if args.vacuum:
+                vacuum(engine, path, args.retain_hours, enforce_retention=args.retain_hours >= 168)
+            last = history(engine, path, 1)[0]
+            rows.append((f"{layer}.{table}", last.version, last.operation, files_before, active_files(engine, path)))
+    write_csv(("table", "version", "last_operation", "files_before", "files_after"), rows)
+    return 0
+
+
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
-    "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo,
+    "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
 }
 
 
 def _one_line(exc: BaseException) -> str:
+    from tracelake.engine import explain_engine_error
+
+    root = explain_engine_error(exc)  # a JVM failure: its root cause, not "o1199.save"
+    if root:
+        return root
     text = str(exc).strip() or type(exc).__name__
     first = text.splitlines()[0]
     return first if isinstance(exc, TracelakeError) else f"{type(exc).__name__}: {first}"

@@ -25,6 +25,10 @@ from tracelake.schema import TableSchema, load_schema
 # empty = good); wrapped in Staged when the parser has materialized it itself
 Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged]
 Build = Callable[[SparkSession, Config], DataFrame | None]
+Partitions = tuple[tuple, ...]
+# (spark, config, changed partitions of the inputs that changed) -> (the new rows of the output
+# partitions to replace, those partitions), or None while the inputs are not there yet
+PartialBuild = Callable[[SparkSession, Config, dict[str, Partitions]], tuple[DataFrame, Partitions] | None]
 
 
 @dataclass(frozen=True)
@@ -37,11 +41,14 @@ class TableInput:
 @dataclass(frozen=True)
 class Derived:
     """A silver/gold table rebuilt when any of `inputs` changed; `build` returns None while
-    the inputs it needs are not in the lake yet."""
+    the inputs it needs are not in the lake yet. A time-partitioned table also has `rebuild`,
+    which recomputes only the partitions that the changed input partitions affect; the
+    pipeline uses it whenever every changed input says which partitions changed."""
 
     table: str
     inputs: tuple[str, ...]
     build: Build
+    rebuild: PartialBuild | None = None
 
 
 def derived(

@@ -2,7 +2,9 @@
 
 Order matters for the guarantees: the gate runs before anything is written, so a critical
 failure commits nothing to the target (only its results go to ops.quality_results); the target
-then changes in a single MERGE commit.
+then changes in a single commit: a MERGE on the key, or for a time-partitioned table the
+replacement of exactly the partitions its files belong to (their partition values come from the
+files, so a partition whose every row was set aside is emptied, not left stale).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pyspark.sql import functions as F
 
 from tracelake import lake
 from tracelake.config import Config
-from tracelake.errors import QualityGateFailed
+from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.quality import GateOutcome, RuleResult, load_suite, run_gate
 from tracelake.reader import (
     PARSE_ERRORS, ROW_ID, RawFile, Staged, check_header, parse_lines, read_raw_lines,
@@ -55,6 +57,7 @@ class TableStats:
     rows_quarantined: int
     warnings: tuple[str, ...]
     critical_failures: tuple[str, ...] = ()
+    partitions: tuple[tuple, ...] | None = None  # what changed: these partitions; None = the table
 
 
 def _materialize(spark: SparkSession, df: DataFrame, run: Run, name: str) -> DataFrame:
@@ -124,6 +127,17 @@ def split_by_gate(
     return kept, set_aside
 
 
+def file_partitions(files: list[RawFile], schema: TableSchema) -> tuple[tuple, ...] | None:
+    """The partitions a partitioned table's files fill, from the constants their paths imply
+    (e.g. hour_cst from the hour folder); None for an unpartitioned table."""
+    if not schema.partition_by:
+        return None
+    missing = [f.name for f in files if any(c not in f.constants for c in schema.partition_by)]
+    if missing:
+        raise TracelakeError(f"{schema.full_name}: no {', '.join(schema.partition_by)} for {missing[0]}")
+    return tuple(sorted({tuple(f.constants[c] for c in schema.partition_by) for f in files}))
+
+
 def parse_delimited(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
     """The default parser: delimited text files with the schema's fixed raw header."""
     for raw in files:
@@ -160,27 +174,36 @@ def ingest_table(
         )
 
     kept, set_aside = split_by_gate(spark, good, gate.quarantined)
-    q_schema = quarantine_schema(schema.table)
+    partitions = file_partitions(files, schema)
+    part_cols = tuple(c for c in schema.columns if c.name in schema.partition_by)
+    q_schema = quarantine_schema(schema.table, part_cols)
     lineage = [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
-    quarantine = bad.select(
-        "source_file", "raw_line", "raw_values_json", F.col(PARSE_ERRORS).alias("reasons"), *lineage
-    ).unionByName(
-        set_aside.select("source_file", "raw_line", "raw_values_json", "reasons", *lineage)
+    q_cols = [*[c.name for c in part_cols], "source_file", "raw_line", "raw_values_json"]
+    quarantine = bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
+        set_aside.select(*q_cols, "reasons", *lineage)
     )
     names = sorted({f.name for f in files})
-    lake.replace_by_source(spark, config, q_schema, quarantine, names)
-    lake.merge_by_key(spark, config, schema, kept.select(*data_cols, "source_file", *lineage), names)
+    rows = kept.select(*data_cols, "source_file", *lineage)
+    if partitions is None:
+        lake.replace_by_source(spark, config, q_schema, quarantine, names)
+        lake.merge_by_key(spark, config, schema, rows, names)
+    else:
+        lake.replace_partitions(spark, config, q_schema, quarantine, list(partitions), compare=[*q_cols, "reasons"])
+        lake.replace_partitions(spark, config, schema, rows, list(partitions), compare=[*data_cols, "source_file"])
     _record(spark, config, run, table, gate)
 
     rows_quarantined = parse_failed + (set_aside.count() if gate.quarantined else 0)
     rows_kept = kept.count()  # counted, not derived: the tests check read = kept + quarantined
-    return TableStats(table, rows_read, rows_kept, rows_quarantined, _warnings(gate.results))
+    return TableStats(table, rows_read, rows_kept, rows_quarantined, _warnings(gate.results),
+                      partitions=partitions)
 
 
 def publish_derived(
-    spark: SparkSession, config: Config, run: Run, table: str, df: DataFrame
+    spark: SparkSession, config: Config, run: Run, table: str, df: DataFrame,
+    partitions: tuple[tuple, ...] | None = None,
 ) -> TableStats:
-    """Gate and overwrite a derived (silver/gold) table in one commit."""
+    """Gate and write a derived (silver/gold) table in one commit: the whole table, or with
+    `partitions` only those partitions (df holds exactly their new rows)."""
     schema = load_schema(table)
     df = _materialize(spark, lake.conform(df, schema), run, table)
     gate = run_gate(df, load_suite(table), None)
@@ -188,7 +211,10 @@ def publish_derived(
         _record(spark, config, run, table, gate)
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)
         raise QualityGateFailed(f"{table}: critical expectation(s) failed: {failed}; nothing written")
-    lake.overwrite(spark, config, schema, df)
+    if partitions is None:
+        lake.overwrite(spark, config, schema, df)
+    else:
+        lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns])
     _record(spark, config, run, table, gate)
     rows = df.count()
-    return TableStats(table, rows, rows, 0, _warnings(gate.results))
+    return TableStats(table, rows, rows, 0, _warnings(gate.results), partitions=partitions)

@@ -3,6 +3,7 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 
 from __future__ import annotations
 
+import inspect
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
@@ -12,7 +13,7 @@ from tracelake.config import Config
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.ingest import Run, TableStats, ingest_table, publish_derived
-from tracelake.contract import Derived
+from tracelake.contract import Derived, Partitions
 from tracelake.registry import all_derived, get_source
 
 Step = Callable[[str], object]  # progress callback: called with a label, returns a context
@@ -28,27 +29,53 @@ def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
     return path
 
 
+def _changed(stats: list[TableStats]) -> dict[str, Partitions | None]:
+    return {s.table: s.partitions for s in stats}
+
+
 def rebuild_derived(
-    engine: Engine, config: Config, run: Run, derived: list[Derived], changed: set[str], step: Step
+    engine: Engine, config: Config, run: Run, derived: list[Derived],
+    changed: dict[str, Partitions | None], step: Step,
 ) -> list[TableStats]:
     """Rebuild each derived table one of whose inputs changed in this run, in list order
-    (registry.all_derived puts every table after the tables it reads)."""
+    (registry.all_derived puts every table after the tables it reads). `changed` maps a table
+    to the partitions that changed (None: the whole table); a table with a partial rebuild
+    recomputes only what those partitions affect."""
     stats: list[TableStats] = []
     for item in derived:
-        if not changed.intersection(item.inputs):
+        inputs = {t: changed[t] for t in item.inputs if t in changed}
+        if not inputs:
             continue
         with step(f"{item.table}: rebuilding"):
-            frame = item.build(engine.spark, config)
-            if frame is None:
-                continue
-            stats.append(publish_derived(engine.spark, config, run, item.table, frame))
-            changed.add(item.table)
+            if item.rebuild is not None and all(p is not None for p in inputs.values()):
+                result = item.rebuild(engine.spark, config, inputs)
+                if result is None:
+                    continue
+                frame, partitions = result
+            else:
+                frame, partitions = item.build(engine.spark, config), None
+                if frame is None:
+                    continue
+            stat = publish_derived(engine.spark, config, run, item.table, frame, partitions)
+            stats.append(stat)
+            changed[item.table] = stat.partitions
     return stats
 
 
+def _plan(module, source: str, raw_dir: Path, staging: Path, hours: str | None):
+    if hours is None:
+        return module.plan(raw_dir, staging)
+    if "hours" not in inspect.signature(module.plan).parameters:
+        raise TracelakeError(f"--hours applies to sources with hour folders (zhejiang), not '{source}'")
+    return module.plan(raw_dir, staging, hours=hours)
+
+
 def run_ingest(
-    engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None
+    engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None,
+    hours: str | None = None,
 ) -> list[TableStats]:
+    """Ingest a source's raw folder; `hours` (`H` or `FROM..TO`) limits a source with hour
+    folders to those hours."""
     module = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
     run = Run.new(config)
@@ -56,13 +83,13 @@ def run_ingest(
     stats: list[TableStats] = []
     try:
         with step(f"unpacking {source} inputs"):
-            inputs = module.plan(raw_dir, run.staging)
+            inputs = _plan(module, source, raw_dir, run.staging, hours)
         for item in inputs:
             with step(f"{item.table}: {len(item.files)} file(s)"):
                 stats.append(
                     ingest_table(engine.spark, config, run, item.table, item.files, item.parser)
                 )
-        stats += rebuild_derived(engine, config, run, all_derived(), {s.table for s in stats}, step)
+        stats += rebuild_derived(engine, config, run, all_derived(), _changed(stats), step)
     finally:
         run.cleanup()
     lake.register_all(engine.spark, config)

@@ -4,6 +4,7 @@ package's; the CLI, pipeline and report ask here instead of importing sources by
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from pathlib import Path
 from types import ModuleType
@@ -36,9 +37,12 @@ def generator_names() -> list[str]:
     return [n for n in source_names() if _optional(f"tracelake.sources.{n}.synth") is not None]
 
 
-def generate(source: str, out: str | Path, scale: float = 1.0, seed: int = 0, **options) -> list[Path]:
+def generate(
+    source: str, out: str | Path, scale: float = 1.0, seed: int = 0, reference: str | None = None, **options
+) -> list[Path]:
     """Synthetic raw files in the source's format; options are generator-specific (hours,
-    tasks, …), None values left out."""
+    tasks, …), None values left out. `reference` is the real release's folder (conf raw_roots),
+    passed to generators that copy or follow real parts of it (zhejiang: the topology)."""
     if source not in generator_names():
         raise TracelakeError(f"no generator for '{source}' (known: {', '.join(generator_names())})")
     if scale <= 0:
@@ -46,6 +50,8 @@ def generate(source: str, out: str | Path, scale: float = 1.0, seed: int = 0, **
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     synth = importlib.import_module(f"tracelake.sources.{source}.synth")
+    if reference and "reference" in inspect.signature(synth.generate).parameters:
+        options["reference"] = reference
     return synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
 
 

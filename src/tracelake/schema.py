@@ -195,12 +195,17 @@ def describe_markdown(schema: TableSchema) -> str:
 
 
 @lru_cache(maxsize=None)
-def quarantine_schema(table: str) -> TableSchema:
-    """Every quarantine table has one layout (schemas/_quarantine.yaml): quarantine.<table>."""
+def quarantine_schema(table: str, partition_columns: tuple["Column", ...] = ()) -> TableSchema:
+    """Every quarantine table has one layout (schemas/_quarantine.yaml): quarantine.<table>.
+    A time-partitioned table's quarantine is partitioned the same way (its partition columns
+    come first), so re-ingesting a partition replaces only that partition's set-aside rows."""
     path = resource_dir("schemas") / "_quarantine.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    extra = [{"name": c.name, "type": c.type, "nullable": c.nullable, "description": c.description}
+             for c in partition_columns]
     return parse_schema(
-        {"table": table, "layer": "quarantine", "lineage": False, "columns": data["columns"],
+        {"table": table, "layer": "quarantine", "lineage": False, "columns": extra + data["columns"],
+         "partition_by": [c.name for c in partition_columns],
          "description": f"Rows of {table} set aside by parsing or the quality gate."},
         str(path),
     )

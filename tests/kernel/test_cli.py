@@ -14,17 +14,7 @@ from tracelake.cli import main
 from tracelake.sources.itp.synth import RELEASE_ROWS, TESTBED_ROWS
 from tracelake.quality import load_suite
 
-from helpers import itp_csv, job_id, write_archive
-
-
-def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "RUST_LOG": "error", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tracelake.cli", *args], capture_output=True, text=True,
-                          env=full_env, timeout=300)
-
-
-def rows(stdout: str) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(stdout)))
+from helpers import itp_csv, job_id, rows, tracelake, write_archive
 
 
 def test_generate_ingest_query_tables(tmp_path):

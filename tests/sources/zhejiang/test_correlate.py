@@ -1,4 +1,4 @@
-"""Zhejiang cross-layer correlation (issue 6): task paths, per-iteration network evidence and the
+"""Zhejiang cross-layer correlation: task paths, per-iteration network evidence and the
 port blamed for a slow iteration.
 
 (a) hand-built frames for the transforms (portable); (b) a generated world with injected

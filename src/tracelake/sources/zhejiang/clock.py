@@ -70,3 +70,8 @@ def format_cst(epoch_s: float, hour_style: str) -> str:
     else:
         raise ValueError(f"unknown hour style {hour_style!r}")
     return f"{local.year}/{local.month}/{local.day} {marker}{hour}:{local.minute:02d}:{local.second:02d}"
+
+
+def shift_hour(hour: str, hours: int) -> str:
+    """A CST hour folder name (YYYYMMDDHH) moved by `hours`: the hour before is shift_hour(h, -1)."""
+    return f"{datetime.strptime(hour, '%Y%m%d%H') + timedelta(hours=hours):%Y%m%d%H}"

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
-from tracelake.sources.zhejiang.synth.cluster import load_cluster, switch_folder, write_cluster_workbook
+from tracelake.sources.zhejiang.synth.cluster import WORKBOOK, every_port_by_folder, load_cluster, switch_folder, write_cluster_workbook
 from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
 from tracelake.sources.zhejiang.synth.world import Episode, Task, World
 
@@ -76,12 +76,17 @@ def write_tasks(world: World, out: Path, seed: int) -> list[Path]:
     return written
 
 
-def write_ports(world: World, out: Path, seed: int) -> list[Path]:
+def write_ports(world: World, out: Path, seed: int, every_port: bool = False,
+                hours: list[str] | None = None) -> list[Path]:
     mod = _port_writer()
     written = []
+    ports = world.monitored_by_folder()
+    if every_port:
+        ports = sorted(set(ports) | set(every_port_by_folder()))
     for h, hour in enumerate(world.hours):
-        written += [Path(p) for p in mod.write_port_hour(
-            out, hour, world.monitored_by_folder(), world.load, seed + h)]  # writes out/trafficinfo/<hour>/...
+        if hours is None or hour in hours:
+            written += [Path(p) for p in mod.write_port_hour(
+                out, hour, ports, world.load, seed + h)]  # writes out/trafficinfo/<hour>/...
     return written
 
 
@@ -155,24 +160,36 @@ def manifest(world: World, seed: int, scale: float, topology: str) -> dict:
 
 def generate(out: Path, scale: float, seed: int, hours: int = 1, tasks: int = 3,
              start: str = DEFAULT_START, topology: str | Path | None = None,
-             hourly_format: str = "csv") -> list[Path]:
+             hourly_format: str = "csv", reference: str | Path | None = None, ports: str = "monitored",
+             only_hour: str | None = None) -> list[Path]:
     """Write the folder; `topology="synthetic"` ignores any real workbook, `hourly_format="xlsx"`
-    writes each hour's four files as the sheets of <hour>.xlsx."""
+    writes each hour's four files as the sheets of <hour>.xlsx. `ports="all"` writes the
+    per-port files of every port of every switch (a real hour's volume, ~11.5 M rows) instead
+    of the monitored ones; `only_hour` writes the traffic of that one hour of the world (the
+    workbook, tasks and manifest as always), so a long world can be generated hour by hour
+    with bounded disk use."""
     if hours < 1 or tasks < 1:
         raise TracelakeError("--hours and --tasks must be at least 1")
+    if ports not in ("monitored", "all"):
+        raise TracelakeError(f"--ports must be monitored or all, got {ports!r}")
     if hourly_format not in ("csv", "xlsx"):
         raise TracelakeError(f"hourly_format must be csv or xlsx, got {hourly_format!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if topology is None and reference is not None and (Path(reference) / WORKBOOK).is_file():
+        topology = Path(reference) / WORKBOOK  # the real release's workbook (conf raw_roots.zhejiang)
     cluster, workbook = load_cluster(topology)
     world = World(cluster, hour_list(start, hours), tasks, scale, seed)
+    if only_hour is not None and only_hour not in world.hours:
+        raise TracelakeError(f"--only-hour {only_hour} is not one of the world's hours {world.hours[0]}..{world.hours[-1]}")
+    chosen = world.hours if only_hour is None else [only_hour]
     written = [write_cluster_workbook(cluster, workbook, out)]
     writer = HourlyWriter(world)
-    for hour in world.hours:
+    for hour in chosen:
         hour_dir = out / "trafficinfo" / hour
         written += writer.write_hour(hour, hour_dir, hourly_format)
         (hour_dir / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # macOS junk, as released
-    written += write_ports(world, out, seed)
+    written += write_ports(world, out, seed, every_port=ports == "all", hours=chosen)
     written += write_tasks(world, out, seed)
     path = out / MANIFEST
     path.write_text(json.dumps(manifest(world, seed, scale, cluster.source), indent=1) + "\n", encoding="utf-8")

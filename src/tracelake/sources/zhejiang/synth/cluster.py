@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
+from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.xlsx import read_sheets, write_workbook
 
 WORKBOOK = "cluster_2000_A100.xlsx"
@@ -37,6 +38,23 @@ RDMA_NETDEV = {"A": dict(zip(RDMA, ["ens10np0", "ens11np0", "ens18np0", "ens19np
 
 def leaf_name(n: int) -> str:
     return f"NH-DC-NM129-{LEAF_RACKS[n - 1]}-ROCE-Leaf-{n}{SUFFIX}"
+
+
+def every_port_by_folder() -> list[tuple[str, str]]:
+    """(switch folder, port) of every port the release's per-port folders hold: per Leaf-n the
+    management port, 30 ports × 2 breakout lanes and the 400G ports 31-64; per storage leaf the
+    management port and 64 400G ports (2,160 files an hour, as in a real hour)."""
+    ports = []
+    for n in range(1, len(LEAF_RACKS) + 1):
+        folder = switch_folder(leaf_name(n))
+        ports.append((folder, MGMT_PORT))
+        ports += [(folder, f"TwoHundredGigE1/0/{p}:{s}") for p in range(1, 31) for s in (1, 2)]
+        ports += [(folder, f"FourHundredGigE1/0/{p}") for p in range(31, 65)]
+    for device in ST_LEAFS:
+        folder = switch_folder(device)
+        ports.append((folder, MGMT_PORT))
+        ports += [(folder, f"FourHundredGigE1/0/{p}") for p in range(1, 65)]
+    return ports
 
 
 def switch_folder(device: str) -> str:
@@ -151,11 +169,6 @@ def _real_workbook(explicit: str | Path | None) -> Path | None:
         if not Path(env).is_file():
             raise TracelakeError(f"{TOPOLOGY_ENV}={env}: no such workbook")
         return Path(env)
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[3].parent / "shared" / "data" / "zhejiang" / WORKBOOK,
-                      Path("/work/shared/data/zhejiang") / WORKBOOK):
-        if candidate.is_file():
-            return candidate
     return None
 
 
@@ -223,7 +236,7 @@ def cluster_from_sheets(sheets: dict[str, list[list[object]]], source: str) -> C
 
 
 def load_cluster(topology: str | Path | None = None) -> tuple[Cluster, Path | None]:
-    """The real workbook (argument, $TRACELAKE_ZJ_TOPOLOGY, or ../shared/data) when there is one,
+    """The real workbook (argument or $TRACELAKE_ZJ_TOPOLOGY) when there is one,
     else the synthetic topology; `topology="synthetic"` forces the latter."""
     path = None if topology == "synthetic" else _real_workbook(topology)
     if path is None:

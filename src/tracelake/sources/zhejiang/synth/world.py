@@ -21,14 +21,15 @@ import numpy as np
 
 from tracelake.sources.zhejiang.synth.cluster import Cluster, Nic, Server, leaf_number, switch_folder
 from tracelake.sources.zhejiang.clock import hour_start_utc
+from tracelake.sources.zhejiang.layout import UPLINK_PORTS
 
-UPLINKS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))
+UPLINKS = UPLINK_PORTS  # the generator's name for them
 MGMT = "M-GigabitEthernet0/0/0"
 GBPS = {"200": 200e9, "400": 400e9, "mgmt": 1e9}
 SIZES = (4, 2, 8, 4, 16, 2, 32, 8)
 MODELS = ("llama2-7b", "llama2-13b", "qwen-14b", "baichuan2-7b", "llama2-70b", "internlm-20b")
 EPISODES_PER_TASK_HOUR = 7
-MIN_ON_PATH = 21  # issue 6 needs >= 20 on task paths
+MIN_ON_PATH = 21  # the correlation tests want at least 20 episodes on task paths
 SPINES = 10
 SAVE_STEPS = 500  # checkpoint interval, as in the real task and generate_tasks
 

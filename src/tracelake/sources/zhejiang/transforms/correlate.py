@@ -63,9 +63,9 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.sources.zhejiang.layout import UPLINK_PORTS
 from tracelake.sources.zhejiang.transforms.hourly import full_port_name
 
-UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))
 MICROS = 1_000_000
 POINT_US = 1000  # a record without a rate is data at its instant: a 1 ms span ending there
 

@@ -118,3 +118,29 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
         F.when(keep, util_in).alias("in_util"),
         F.when(keep, util_out).alias("out_util"),
     )
+
+
+def carried_state(earlier: DataFrame) -> DataFrame:
+    """The counter rows of an earlier stretch that the rates after it depend on: per port its
+    first row, its last row (the previous poll) and its last non-zero row (the carry anchor).
+
+    port_rates of later rows computed over these rows + the later rows equal port_rates over
+    the whole history, except for a port whose earlier stretch has no non-zero row and which
+    also had rows before that stretch (its anchor would then be older still): an hour-long
+    stretch of zeros, which classifies as idle either way."""
+    zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
+    port = ["device_name", "port_name"]
+    marks = earlier.groupBy(*port).agg(
+        F.min("save_time_utc").alias("_first"), F.max("save_time_utc").alias("_last"),
+        F.max(F.when(~zero, F.col("save_time_utc"))).alias("_last_update"),
+    )
+    ts = F.col("save_time_utc")
+    keep = (ts == F.col("_first")) | (ts == F.col("_last")) | (ts == F.col("_last_update"))
+    return earlier.join(marks, port).filter(keep).select(*earlier.columns)
+
+
+def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: float) -> DataFrame:
+    """port_rates of the counter rows of `hours`, continuing from `state` (carried_state of
+    the hours before them); only rows of `hours` are returned."""
+    rows = state.select(*counters.columns).unionByName(counters)
+    return port_rates(rows, **limits).filter(F.col("hour_cst").isin(hours))

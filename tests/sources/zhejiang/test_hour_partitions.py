@@ -1,0 +1,154 @@
+"""The lake grows hour by hour: per-port counters and their rates are partitioned by the CST hour
+folder, an ingest replaces exactly its hours, and the rates of an hour continue from the hour
+before it as if both had been computed at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from tracelake.errors import TracelakeError
+from tracelake.maintenance import history
+from tracelake.pipeline import run_ingest
+from tracelake.sources.zhejiang import ports
+from tracelake.sources.zhejiang.synth.ports import write_port_hour
+from tracelake.sources.zhejiang.transforms.ports import port_rates
+
+from helpers import rows, tracelake
+
+HOURS = ("2024052400", "2024052401", "2024052402")
+LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
+CHOSEN = [(LEAF1, "TwoHundredGigE1/0/1:1"), (LEAF1, "TwoHundredGigE1/0/2:1"), (LEAF1, "M-GigabitEthernet0/0/0")]
+
+
+def _load(level):
+    def load(folder, port, t):
+        return np.full_like(t, level), np.full_like(t, level / 3)
+    return load
+
+
+def _hour(root: Path, hour: str, seed: int, level: float = 0.3) -> Path:
+    write_port_hour(root / hour, hour, CHOSEN, _load(level), seed=seed)
+    return root / hour
+
+
+def _data_lines(raw: Path) -> int:
+    return sum(len(p.read_text(encoding="utf-8").splitlines()) - 1 for p in raw.rglob("*.csv"))
+
+
+def _table(spark, config, layer, table):
+    return spark.read.format("delta").load(config.table_path(layer, table))
+
+
+def _by_hour(frame) -> dict[str, list]:
+    rows = frame.drop("ingest_ts", "ingest_run_id").collect()
+    grouped: dict[str, list] = {}
+    for row in rows:
+        grouped.setdefault(row.hour_cst, []).append(tuple(row))
+    return {h: sorted(r) for h, r in grouped.items()}
+
+
+def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, tmp_path):
+    raws = [_hour(tmp_path, h, seed=20 + i) for i, h in enumerate(HOURS)]
+    for raw in raws:
+        run_ingest(engine, config, "zhejiang", str(raw))
+    bronze = config.table_path("bronze", "zj_port_counters")
+    assert [c.operation for c in history(engine, bronze)[:3]] == ["WRITE", "WRITE", "WRITE"]
+    counts = dict(_table(spark, config, "bronze", "zj_port_counters").groupBy("hour_cst").count().collect())
+    assert counts == {h: _data_lines(raw) for h, raw in zip(HOURS, raws)}
+
+    before_bronze = _table(spark, config, "bronze", "zj_port_counters").collect()
+    before_rates = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    # hour 2 again, with other content (a changed upstream file) and one bad line
+    changed = _hour(tmp_path / "again", HOURS[1], seed=99, level=0.6)
+    path = next(changed.rglob("*_1_1.csv"))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[5] = lines[5].rsplit(",", 3)[0]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    read = _data_lines(changed)
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(changed))}
+
+    counter_stats = stats[ports.TABLE]
+    assert counter_stats.partitions == ((HOURS[1],),)
+    assert (counter_stats.rows_read, counter_stats.rows_quarantined) == (read, 1)
+    assert counter_stats.rows_kept == read - 1
+    after = _table(spark, config, "bronze", "zj_port_counters")
+    # the other hours' rows are the very rows stored before (lineage included: not rewritten)
+    untouched = [r for r in before_bronze if r.hour_cst != HOURS[1]]
+    assert sorted(after.filter(F.col("hour_cst") != HOURS[1]).collect()) == sorted(untouched)
+    assert after.filter(F.col("hour_cst") == HOURS[1]).count() == read - 1
+    quarantine = _table(spark, config, "quarantine", "zj_port_counters")
+    assert [(r.hour_cst, r.reasons) for r in quarantine.collect()] == [(HOURS[1], ["expected 10 fields, found 7"])]
+    # rates: hour 2 and the hour after it were rebuilt; hour 1 was not
+    assert stats[ports.RATES_TABLE].partitions == ((HOURS[1],), (HOURS[2],))
+    after_rates = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    assert after_rates[HOURS[0]] == before_rates[HOURS[0]]
+    assert after_rates[HOURS[1]] != before_rates[HOURS[1]]
+    # and they equal rates computed over the whole table at once
+    whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+
+
+def test_rates_across_an_hour_boundary_equal_rates_over_both_hours(engine, spark, config, tmp_path):
+    for i, hour in enumerate(HOURS[:2]):
+        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=40 + i)))
+    rates = _table(spark, config, "silver", "zj_port_rates")
+    whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
+    assertDataFrameEqual(rates, whole, ignoreColumnOrder=True)
+    # the first row of each port in the second hour continues the first hour: no 'first' status
+    firsts = rates.filter(F.col("status") == "first").groupBy("hour_cst").count().collect()
+    assert firsts == [(HOURS[0], len(CHOSEN))]
+
+
+def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tmp_path):
+    raw = _hour(tmp_path, HOURS[0], seed=7)
+    run_ingest(engine, config, "zhejiang", str(raw))
+    versions = {t: history(engine, config.table_path(*t.split(".")), 1)[0].version
+                for t in ("bronze.zj_port_counters", "silver.zj_port_rates")}
+    run_ingest(engine, config, "zhejiang", str(raw))
+    assert {t: history(engine, config.table_path(*t.split(".")), 1)[0].version for t in versions} == versions
+
+
+def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_path):
+    for i, hour in enumerate(HOURS):
+        write_port_hour(tmp_path, hour, CHOSEN[:1], _load(0.2), seed=60 + i)
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path), hours=f"{HOURS[1]}..{HOURS[2]}")}
+    assert stats[ports.TABLE].partitions == ((HOURS[1],), (HOURS[2],))
+    hours = _table(spark, config, "bronze", "zj_port_counters").select("hour_cst").distinct().collect()
+    assert sorted(r.hour_cst for r in hours) == list(HOURS[1:])
+    with pytest.raises(TracelakeError, match="no hour folder 2024052403"):
+        run_ingest(engine, config, "zhejiang", str(tmp_path), hours="2024052403")
+    with pytest.raises(TracelakeError, match="is not an hour YYYYMMDDHH"):
+        run_ingest(engine, config, "zhejiang", str(tmp_path), hours="2024-05-24")
+    with pytest.raises(TracelakeError, match="--hours applies to sources with hour folders"):
+        run_ingest(engine, config, "itp", str(tmp_path), hours=HOURS[0])
+
+
+def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
+    """As a scheduler runs it: one `ingest --hours` per hour, then `maintain --optimize --vacuum`."""
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    for i, hour in enumerate(HOURS):
+        write_port_hour(raw, hour, CHOSEN, _load(0.2), seed=80 + i)
+    for hour in HOURS:
+        done = tracelake("ingest", "zhejiang", "--raw", str(raw), "--hours", hour, "--lake", str(lake))
+        assert done.returncode == 0, done.stderr
+    table = "bronze.zj_port_counters"
+    before = rows(tracelake("maintain", table, "--lake", str(lake)).stdout)
+    assert before[0] == ["table", "version", "last_operation", "files_before", "files_after"]
+    assert before[1][:3] == [table, "3", "WRITE"] and before[1][3] == before[1][4]  # create + 3 hours
+    files = int(before[1][3])
+    assert files >= 2 * len(HOURS)  # each hour's commit wrote a bounded handful of files
+    done = tracelake("maintain", table, "--optimize", "--vacuum", "--retain-hours", "0", "--lake", str(lake))
+    assert done.returncode == 0, done.stderr
+    after = rows(done.stdout)[1]
+    assert after[:3] == [table, "6", "VACUUM END"] and int(after[3]) == files  # OPTIMIZE, VACUUM START, VACUUM END and int(after[4]) == len(HOURS)  # one per hour
+    on_disk = list((lake / "bronze" / "zj_port_counters").rglob("*.parquet"))
+    assert len(on_disk) == len(HOURS)  # the vacuum removed the compacted files
+    counts = tracelake("query", f"SELECT hour_cst, count(*) AS n FROM {table} GROUP BY hour_cst ORDER BY hour_cst",
+                       "--lake", str(lake))
+    assert [r[0] for r in rows(counts.stdout)[1:]] == list(HOURS)
+    assert sum(int(r[1]) for r in rows(counts.stdout)[1:]) == _data_lines(raw)
