@@ -33,11 +33,11 @@ from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "error")
 
-from tracelake.sources.acme.utilization import plan  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.pipeline import run_ingest  # noqa: E402
 from tracelake.schema import load_schema  # noqa: E402
+from tracelake.sources.acme.utilization import plan  # noqa: E402
 
 PILOT_SCALE = 4.0
 GENERATE = "import sys; from pathlib import Path; from tracelake.sources.acme.synth.utilization import generate; " \
@@ -60,7 +60,7 @@ class RssSampler:
                         self.peak = max(self.peak, int(line.split()[1]) * 1024)
             self._stop.wait(0.2)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 

@@ -159,8 +159,8 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     the paths and the network tables, the summary from the gold table), each computed and
     written to Parquet once: the correlation step alone, without the quality gate."""
     from tracelake.lake import read_tables
-    from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
     from tracelake.sources.zhejiang.correlate import NETWORK_INPUTS
+    from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
 
     engine, config = _engine(lake)
     spark, timings = engine.spark, {}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from tracelake.errors import TracelakeError
 

@@ -7,10 +7,10 @@ rebuilds every Derived whose inputs changed in the run, whichever package declar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 

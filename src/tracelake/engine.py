@@ -11,8 +11,9 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -73,7 +74,7 @@ class Engine:
                 pass
             self._server = None
 
-    def __enter__(self) -> "Engine":
+    def __enter__(self) -> Engine:
         return self
 
     def __exit__(self, *exc: object) -> None:

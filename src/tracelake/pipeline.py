@@ -4,16 +4,16 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Callable
 
 from tracelake import lake
 from tracelake.config import Config
+from tracelake.contract import Derived, Partitions
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.ingest import Run, TableStats, ingest_table, publish_derived
-from tracelake.contract import Derived, Partitions
 from tracelake.registry import all_derived, get_source
 
 Step = Callable[[str], object]  # progress callback: called with a label, returns a context

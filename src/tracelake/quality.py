@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def expectation_id(config: dict[str, Any]) -> str:
     return f"{short}({cols})" if cols else short
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_suite(full_name: str, suite_dir: Path | None = None) -> dict[str, Any]:
     directory = suite_dir or resource_dir("expectations")
     path = directory / f"{full_name}.json"

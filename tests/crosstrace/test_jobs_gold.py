@@ -13,18 +13,17 @@ import sys
 from datetime import datetime
 
 import pytest
+from conftest import make_config
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.sources.acme.synth import jobs as generate_jobs
-from tracelake.sources.acme.synth.jobs import GROUND_TRUTH
-from tracelake.registry import generate
-from tracelake.pipeline import run_ingest
-from tracelake.schema import load_schema
 from tracelake.crosstrace.characterize import duration_comparison, gpu_count_cdf, job_characterization
 from tracelake.crosstrace.unify import unify_jobs
-
-from conftest import make_config
+from tracelake.pipeline import run_ingest
+from tracelake.registry import generate
+from tracelake.schema import load_schema
+from tracelake.sources.acme.synth import jobs as generate_jobs
+from tracelake.sources.acme.synth.jobs import GROUND_TRUTH
 
 SCALE = float(os.environ.get("TRACELAKE_ACME_TEST_SCALE", "0.05"))
 EXACT = {"rel": 1e-9, "abs": 1e-9}  # floats summed in another order: equal within rounding

@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from deploykit import delta_versions, fingerprint, sail_server, table_rows, tracelake
 
 from tracelake.registry import generate
-
-from deploykit import delta_versions, fingerprint, sail_server, table_rows, tracelake
 
 SOURCES = ("itp", "zeus", "acme", "zhejiang")
 

@@ -11,11 +11,10 @@ import sys
 import tarfile
 
 import pytest
+from deploykit import REPO, VENV_BIN, delta_versions, run, sail_server, table_rows, tracelake
 
 from tracelake.engine import explain_engine_error
 from tracelake.registry import generate
-
-from deploykit import REPO, VENV_BIN, delta_versions, run, sail_server, table_rows, tracelake
 
 SUBMIT = REPO / "deploy" / "spark-submit.sh"
 
@@ -40,7 +39,7 @@ def submitted(tmp_path_factory):
     with sail_server(base / "sail.log") as url:
         env = {"SPARK_REMOTE": url, "PYSPARK_PYTHON": sys.executable}
         runs = []
-        for attempt in range(2):
+        for _attempt in range(2):
             for source, raw in (("itp", raw_itp), ("zeus", raw_zeus)):
                 done = run(["bash", str(SUBMIT), source, str(raw), str(lake)], env=env)
                 assert done.returncode == 0, done.stderr[-3000:]

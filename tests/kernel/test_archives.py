@@ -1,11 +1,10 @@
 import tarfile
 
 import pytest
+from helpers import write_archive
 
 from tracelake.archives import extract_members
 from tracelake.errors import TracelakeError
-
-from helpers import write_archive
 
 
 def test_wanted_members_land_in_the_staging_folder_only(tmp_path):

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
-import subprocess
 import sys
 
 import pytest
+from helpers import itp_csv, job_id, rows, tracelake, write_archive
 
 from tracelake.cli import main
-from tracelake.sources.itp.synth import RELEASE_ROWS, TESTBED_ROWS
 from tracelake.quality import load_suite
-
-from helpers import itp_csv, job_id, rows, tracelake, write_archive
+from tracelake.sources.itp.synth import RELEASE_ROWS, TESTBED_ROWS
 
 
 def test_generate_ingest_query_tables(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import itp_csv, job_id, write_archive
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -10,8 +11,6 @@ from tracelake import lake
 from tracelake.errors import QualityGateFailed
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
-
-from helpers import itp_csv, job_id, write_archive
 
 GOOD = [f"{job_id(i)},{i * 100},{600 + i},1" for i in range(1, 6)]
 BROKEN = [

@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from helpers import itp_csv, job_id, write_archive
+from test_cli import rows, tracelake
 
 from tracelake.maintenance import history, optimize, vacuum
 from tracelake.pipeline import run_ingest
-
-from helpers import itp_csv, job_id, write_archive
-from test_cli import rows, tracelake
 
 SERVER = """
 import sys, time

@@ -1,12 +1,11 @@
 import pytest
+from helpers import ITP_HEADER, itp_csv, job_id
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
 from tracelake.reader import PARSE_ERRORS, RawFile, check_header, parse_lines, read_raw_lines
 from tracelake.schema import load_schema
-
-from helpers import ITP_HEADER, itp_csv, job_id
 
 pytestmark = pytest.mark.portable
 SCHEMA = load_schema("bronze.itp_jobs")

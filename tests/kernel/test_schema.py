@@ -2,8 +2,8 @@ import pytest
 from pyspark.sql import types as T
 
 from tracelake.errors import TracelakeError
-from tracelake.schema import all_table_names, describe_markdown, load_schema, parse_schema, quarantine_schema
 from tracelake.quality import load_suite
+from tracelake.schema import all_table_names, describe_markdown, load_schema, parse_schema, quarantine_schema
 
 
 def test_every_table_has_a_schema_and_a_gated_suite():

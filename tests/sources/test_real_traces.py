@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from tracelake import lake
-from tracelake.registry import generate
 from tracelake.pipeline import run_ingest
+from tracelake.registry import generate
 
 
 @pytest.fixture(scope="module")

@@ -74,9 +74,9 @@ def _stacked_shares(ax, shares: pd.DataFrame, order: list[str], colours: dict[st
         values = shares[category]
         colour = (colours or {}).get(category, cmap(i % 10))
         ax.barh(shares.index, values, left=left, label=category, color=colour)
-        for y, (v, l) in enumerate(zip(values, left)):
+        for y, (v, start) in enumerate(zip(values, left)):
             if v >= 0.05:
-                ax.text(l + v / 2, y, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color="white")
+                ax.text(start + v / 2, y, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color="white")
         left = left + values
     ax.set_xlim(0, 1)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -11,13 +11,12 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.sources.acme.synth import jobs as generate_jobs
-from tracelake.sources.acme.jobs import SEREN_HEADER, parse_acme_jobs, plan
 from tracelake.errors import TracelakeError
 from tracelake.pipeline import run_ingest
 from tracelake.reader import PARSE_ERRORS
 from tracelake.schema import load_schema
-
+from tracelake.sources.acme.jobs import SEREN_HEADER, parse_acme_jobs, plan
+from tracelake.sources.acme.synth import jobs as generate_jobs
 
 README = Path(__file__).resolve().parent / "fixtures" / "readme"
 KALOS_HEADER = generate_jobs.KALOS_HEADER
@@ -192,7 +191,7 @@ def test_generator_allocates_the_published_counts_at_scale_one():
         gpu = sum(c[3] for c in cells if c[0])
         assert (jobs, gpu) == expected[spec.name]
         states = {}
-        for is_gpu, _, state, n in cells:
+        for _is_gpu, _, state, n in cells:
             states[state] = states.get(state, 0) + n
         if spec.name == "kalos":
             assert states == {"COMPLETED": 47_311, "FAILED": 13_836, "CANCELLED": 1_263, "RUNNING": 3}

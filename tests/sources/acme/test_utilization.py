@@ -13,18 +13,18 @@ import gzip
 import json
 import re
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.sources.acme.synth import utilization as generate_util
-from tracelake.sources.acme.utilization import parse_column_name, plan
 from tracelake.errors import TracelakeError
 from tracelake.pipeline import run_ingest
 from tracelake.schema import load_schema
+from tracelake.sources.acme.synth import utilization as generate_util
+from tracelake.sources.acme.utilization import parse_column_name, plan
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "utilization"
 UTIL, POWER = "bronze.acme_utilization", "bronze.acme_power"
@@ -35,7 +35,7 @@ BAD = "source_file string, raw_line string, raw_values_json string, reasons arra
 
 
 def _t(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 def _parse(spark, raw_dir: Path, table: str):

@@ -12,23 +12,29 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
+from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conftest import make_config, shared
-from tracelake.registry import generate
 from tracelake.lake import read_tables
 from tracelake.pipeline import run_ingest
+from tracelake.registry import generate
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.transforms.correlate import (
-    UPLINK_PORTS, Rules, iteration_network, overlap_join, task_network_summary, task_paths, with_baseline,
+    UPLINK_PORTS,
+    Rules,
+    iteration_network,
+    overlap_join,
+    task_network_summary,
+    task_paths,
+    with_baseline,
 )
 
-T0 = datetime(2024, 5, 23, 16, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 23, 16, 0, 0, tzinfo=UTC)
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825"
 LEAF5 = "NH-DC-NM129-D03-ROCE-Leaf-5.GPU.S9825"
 PORT_A, PORT_B = "TwoHundredGigE1/0/1:1", "TwoHundredGigE1/0/1:2"
@@ -193,7 +199,7 @@ def scenario(spark):
 def test_suspects_come_from_excess_over_each_ports_own_level(spark, scenario):
     blamed = {5: (LEAF1, PORT_A, "access_saturation"), 12: (LEAF1, PORT_B, "loss")}
     rows = []
-    for i, start, end, _, _ in _scenario_iterations():
+    for i, start, _end, _, _ in _scenario_iterations():
         ports = 2 if start < 180 else 0  # counters and port.csv minutes end at 180 s
         nics = 2 if start < 60 else 0  # flows only in the first minute
         switch, port, reason = blamed.get(i, (None, None, "none"))

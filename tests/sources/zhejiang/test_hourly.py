@@ -4,7 +4,7 @@ generated files (CSV and the <hour>.xlsx variant), and the derived silver tables
 from __future__ import annotations
 
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,14 +16,13 @@ from tracelake.ingest import Run, ingest_table
 from tracelake.pipeline import rebuild_derived
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import hourly
+from tracelake.sources.zhejiang.clock import cst_to_utc, format_cst
 from tracelake.sources.zhejiang.synth.cluster import load_cluster
 from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
-from tracelake.sources.zhejiang.clock import cst_to_utc, format_cst
 from tracelake.sources.zhejiang.synth.world import World
 
-
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "hourly"
-UTC = timezone.utc
+UTC = UTC
 
 
 def _utc(*args) -> datetime:

@@ -6,18 +6,17 @@ import csv
 import importlib.util
 import json
 import types
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import shared
 
 from tracelake.errors import TracelakeError
 from tracelake.sources.zhejiang import synth as gen
-from tracelake.sources.zhejiang.synth.cluster import WORKBOOK, load_cluster
-from tracelake.sources.zhejiang.xlsx import read_sheets
+from tracelake.sources.zhejiang.synth.cluster import WORKBOOK
 from tracelake.sources.zhejiang.synth.world import UPLINKS
-
-from conftest import shared
+from tracelake.sources.zhejiang.xlsx import read_sheets
 
 HAVE_WRITERS = all(importlib.util.find_spec(f"tracelake.sources.zhejiang.synth.{m}") for m in ("tasks", "ports"))
 
@@ -106,7 +105,7 @@ def test_ground_truth_has_tasks_episodes_decoys_and_quiet_slow_iterations(world_
     # the writers were asked for exactly these tasks and ports
     assert [s["task_id"] for s in calls["tasks"]] == list(tasks)
     spec = calls["tasks"][0]
-    assert spec["iteration_ends"][0] == datetime.fromtimestamp(_ts(tasks[spec["task_id"]]["iterations"][0]["end_utc"]), timezone.utc)
+    assert spec["iteration_ends"][0] == datetime.fromtimestamp(_ts(tasks[spec["task_id"]]["iterations"][0]["end_utc"]), UTC)
     [(hour, ports, load)] = calls["ports"]
     monitored = {(m["switch"].replace(".GPU.S9825", "_GPU_S9825"), m["port"]) for m in truth["monitored_ports"]}
     assert hour == "2024052400" and set(ports) == monitored

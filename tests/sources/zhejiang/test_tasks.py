@@ -10,25 +10,25 @@ from __future__ import annotations
 
 import os
 import statistics
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conftest import make_config, shared
 from tracelake.errors import TracelakeError
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
 from tracelake.reader import PARSE_ERRORS
 from tracelake.schema import load_schema
-from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 from tracelake.sources import zhejiang as zhejiang_source
 from tracelake.sources.zhejiang import tasklogs, topology
 from tracelake.sources.zhejiang.synth import tasks as generate_tasks
 from tracelake.sources.zhejiang.synth.tasks import HostSpec, TaskSpec, nccl_nics, write_task
 from tracelake.sources.zhejiang.tasklogs import parse_log_events, parse_pods, plan
+from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 
 TASK = "20240429-0613-4"
 JOB = "llama2-7b-new-5b-2b1ef"
@@ -248,7 +248,7 @@ HOSTS = (
     HostSpec("NH-DC-NM129-C05-20U-GPU-68", "10.107.254.68", ("mlx5_2", "mlx5_3", "mlx5_8", "mlx5_9")),
     HostSpec("NH-DC-NM129-F02-20U-GPU-132", "10.107.254.132", ("mlx5_7", "mlx5_4", "mlx5_3", "mlx5_2")),
 )
-START = datetime(2024, 5, 23, 15, 40, 0, 250000, tzinfo=timezone.utc)
+START = datetime(2024, 5, 23, 15, 40, 0, 250000, tzinfo=UTC)
 
 
 def _spec(style: str, iterations: int = 25) -> TaskSpec:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import os
 
 import pytest
+from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conftest import make_config, shared
 from tracelake.errors import TracelakeError
 from tracelake.pipeline import run_ingest
 from tracelake.reader import RawFile
 from tracelake.schema import load_schema
-from tracelake.sources.zhejiang.transforms.topology import host_num_from_ip, host_num_from_name, nic_map
 from tracelake.sources import zhejiang as zhejiang_source
 from tracelake.sources.zhejiang import topology
 from tracelake.sources.zhejiang.topology import WORKBOOK, parse_sheet, plan
+from tracelake.sources.zhejiang.transforms.topology import host_num_from_ip, host_num_from_name, nic_map
 
 
 @pytest.fixture(scope="module")

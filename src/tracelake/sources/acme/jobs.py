@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
+from tracelake.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.reader import RawFile, check_header, parse_lines, read_raw_lines, union_all
 from tracelake.schema import TableSchema
-from tracelake.contract import TableInput
 
 TABLE = "bronze.acme_jobs"
 CLUSTERS = ("seren", "kalos")

@@ -49,12 +49,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.reader import RawFile, union_all
 from tracelake.schema import TableSchema
-from tracelake.contract import TableInput
 from tracelake.sources.acme.unpivot import FILE_INTS, wide_to_long
-
 
 UTILIZATION_TABLE = "bronze.acme_utilization"
 POWER_TABLE = "bronze.acme_power"

@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 from tracelake.archives import extract_members
+from tracelake.contract import Derived, TableInput
 from tracelake.errors import TracelakeError
 from tracelake.reader import RawFile
-from tracelake.contract import Derived, TableInput
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"

@@ -1,4 +1,4 @@
-"""ITP / ElasticFlow archives in the release's exact layout (see other-traces-format.md §2).
+"""ITP / ElasticFlow archives in the release's exact layout (see docs/formats/itp.md §2).
 
 Members have no folder prefix and no trailing newline; job ids are random 8-4-4-4-12 hex; every
 duration is ≥ 600 s; the ElasticFlow variant adds synthetic columns with duration last, and a

@@ -7,9 +7,9 @@ import re
 import shutil
 from pathlib import Path
 
+from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
 from tracelake.reader import RawFile
-from tracelake.contract import TableInput, derived
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tracelake.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.sources.zhejiang.layout import parse_hours
 from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
+from tracelake.sources.zhejiang.layout import parse_hours
 
 PARTS = (topology, ports, hourly, tasklogs, correlate)
 DERIVED = [entry for part in PARTS for entry in part.DERIVED]

@@ -1,4 +1,4 @@
-"""China-local times of the hourly CSVs (format doc §4): parsed as Spark column expressions,
+"""China-local times of the hourly CSVs (docs/formats/zhejiang.md §4): parsed as Spark column expressions,
 and written by the generator in the same forms.
 
 The files come from zh-CN Excel/.NET output: `2024/5/24 上午12:00:00` (12-hour clock, 上午 = AM,
@@ -11,7 +11,7 @@ DST, so UTC = local − 8 h.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -53,7 +53,7 @@ def cst_to_utc(text: Column) -> Column:
 def hour_start_utc(hour: str) -> datetime:
     """`YYYYMMDDHH` (a CST hour folder) -> the UTC instant it starts."""
     local = datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=CST)
-    return local.astimezone(timezone.utc)
+    return local.astimezone(UTC)
 
 
 def format_cst(epoch_s: float, hour_style: str) -> str:

@@ -1,5 +1,5 @@
 """Zhejiang hourly CSVs: trafficinfo/<hour>/<hour>_{flow,nic,link,port}.csv, or the same four
-kinds as the sheets of trafficinfo/<hour>/<hour>.xlsx (format doc §1, §4).
+kinds as the sheets of trafficinfo/<hour>/<hour>.xlsx (docs/formats/zhejiang.md §1, §4).
 
 The real files are not public, so the reader is lenient where the doc is unsure and strict where
 a mistake would lose data: headers are matched case-insensitively, in any order, in the release's
@@ -20,18 +20,22 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.config import Config
+from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
 from tracelake.reader import (
-    RawFile, finish, raw_field, raw_values_json, split_fields, typed_columns, union_all,
+    RawFile,
+    finish,
+    raw_field,
+    raw_values_json,
+    split_fields,
+    typed_columns,
+    union_all,
 )
 from tracelake.schema import TableSchema
-from tracelake.contract import TableInput, derived
-from tracelake.sources.zhejiang.transforms.hourly import link_wiring, nic_rates
-from tracelake.sources.zhejiang.xlsx import read_sheets
 from tracelake.sources.zhejiang.clock import cst_to_utc
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
+from tracelake.sources.zhejiang.transforms.hourly import link_wiring, nic_rates
+from tracelake.sources.zhejiang.xlsx import read_sheets
 
 TABLES = {
     "flow": "bronze.zj_flow",

@@ -47,5 +47,6 @@ def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Pa
         return sorted(p for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)) if root.is_dir() else []
     missing = [h for h in hours if not (root / h).is_dir()]
     if missing:
-        raise TracelakeError(f"{root}: no hour folder {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise TracelakeError(f"{root}: no hour folder {missing[0]}{more}")
     return [root / h for h in hours]

@@ -1,4 +1,4 @@
-"""Zhejiang per-switch-port counters: trafficinfo/<hour>/<switch folder>/<port file>.csv (doc §3).
+"""Zhejiang per-switch-port counters: trafficinfo/<hour>/<switch folder>/<port file>.csv (docs/formats/zhejiang.md §3).
 
 One file per leaf port, a 10-column CSV polled about every 0.5 s. The file name says which port
 it is (§3.2, the rule table below, verified on every real file); the rows say it again, and both
@@ -24,9 +24,9 @@ mapInArrow (~15 s), a literal (port -> file) map per row (12 s), a join with the
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -35,13 +35,21 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
+from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
 from tracelake.reader import (
-    COUNT_OK, N_FIELDS, RawFile, Staged, check_header, raw_field, split_fields, type_fields, union_all,
+    COUNT_OK,
+    N_FIELDS,
+    RawFile,
+    Staged,
+    check_header,
+    raw_field,
+    split_fields,
+    type_fields,
+    union_all,
 )
 from tracelake.schema import TableSchema
-from tracelake.contract import TableInput, derived
 from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates, rates_of
@@ -56,7 +64,7 @@ BREAKOUT_PORT = re.compile(r"^TwoHundredGigE1/0/(\d+):([12])$")
 FULL_PORT = re.compile(r"^FourHundredGigE1/0/(\d+)$")
 
 
-# ---------------------------------------------------------------- naming rules (doc §1, §3.2)
+# ---------------------------------------------------------------- naming rules (docs/formats/zhejiang.md §1, §3.2)
 
 def device_name(folder: str) -> str:
     """The switch's DeviceName: the folder name with `_GPU_S9825` spelled `.GPU.S9825`."""

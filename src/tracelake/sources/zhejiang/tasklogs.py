@@ -5,7 +5,7 @@
 line. Each log is read whole (one row), split on LF then on CR with posexplode, so every piece
 keeps its exact position (line_no, segment) — the key, and the only ordering a log line has.
 Lines are classified and parsed with regexp_extract in Spark; the grammar is
-zhejiang-format.md §5.2 and §6. Blank and unrecognised lines carry a parse error and so land in
+docs/formats/zhejiang.md §5.2 and §6. Blank and unrecognised lines carry a parse error and so land in
 quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
 """
 
@@ -17,12 +17,10 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.config import Config
-from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
-from tracelake.reader import RawFile, finish, union_all
-from tracelake.schema import TableSchema, load_schema
 from tracelake.contract import TableInput, derived
+from tracelake.errors import TracelakeError
+from tracelake.reader import RawFile, finish, union_all
+from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 
 TASK_DIR = re.compile(r"^\d{8}-\d{4}-\d+$")

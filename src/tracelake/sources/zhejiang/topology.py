@@ -13,12 +13,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from tracelake.config import Config
+from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
 from tracelake.reader import RawFile, parse_lines
 from tracelake.schema import TableSchema
-from tracelake.contract import TableInput, derived
 from tracelake.sources.zhejiang.transforms.topology import nic_map
 
 WORKBOOK = "cluster_2000_A100.xlsx"

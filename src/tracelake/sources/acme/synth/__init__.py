@@ -1,5 +1,5 @@
 """AcmeTrace: Seren/Kalos job CSVs (+ ground-truth JSON) and utilization CSVs, in the documented
-formats. The files are not public; see other-traces-format.md."""
+formats. The files are not public; see docs/formats/acmetrace.md."""
 
 from __future__ import annotations
 

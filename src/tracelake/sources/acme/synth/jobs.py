@@ -1,7 +1,7 @@
 """Synthetic AcmeTrace job CSVs (trace_seren.csv, trace_kalos.csv) in the release's formats,
 calibrated to the published figures, plus acme_ground_truth.json with what was drawn.
 
-Formats and quirks (other-traces-format.md §1.2): Seren 13 columns, integer ids, +08:00
+Formats and quirks (docs/formats/acmetrace.md §1.2): Seren 13 columns, integer ids, +08:00
 timestamps, integer queue; Kalos 17 columns, 16-char ids, +00:00 timestamps, float queue,
 fail_time set on failed jobs and stop_time on cancelled ones (empty otherwise, i.e. mostly),
 `duration` = end − submit as in the README's Kalos example, 3 RUNNING rows with no end. Seren has

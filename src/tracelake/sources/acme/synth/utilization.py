@@ -17,7 +17,7 @@ written, the distinct cells (one per key) and the duplicate cells, for tests to 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-START = int(datetime(2023, 7, 15, tzinfo=timezone.utc).timestamp())
-END = int(datetime(2023, 8, 15, tzinfo=timezone.utc).timestamp())
-MONTH_BREAK = int(datetime(2023, 8, 1, tzinfo=timezone.utc).timestamp())
-BAD_WINDOW = (int(datetime(2023, 7, 19, 3, 35, tzinfo=timezone.utc).timestamp()),
-              int(datetime(2023, 7, 19, 6, 1, tzinfo=timezone.utc).timestamp()))  # 11:35-14:01 +08:00
+START = int(datetime(2023, 7, 15, tzinfo=UTC).timestamp())
+END = int(datetime(2023, 8, 15, tzinfo=UTC).timestamp())
+MONTH_BREAK = int(datetime(2023, 8, 1, tzinfo=UTC).timestamp())
+BAD_WINDOW = (int(datetime(2023, 7, 19, 3, 35, tzinfo=UTC).timestamp()),
+              int(datetime(2023, 7, 19, 6, 1, tzinfo=UTC).timestamp()))  # 11:35-14:01 +08:00
 GPUS_PER_NODE = 8
 BOUNDARY_REPEATS = 2       # last July rows repeated at the top of the August file
 REPEAT_RATE = 0.005        # share of rows written twice inside a file

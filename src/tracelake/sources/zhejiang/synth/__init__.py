@@ -14,11 +14,18 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
-from tracelake.sources.zhejiang.synth.cluster import WORKBOOK, every_port_by_folder, load_cluster, switch_folder, write_cluster_workbook
+from tracelake.sources.zhejiang.layout import TRAFFIC
+from tracelake.sources.zhejiang.synth.cluster import (
+    WORKBOOK,
+    every_port_by_folder,
+    load_cluster,
+    switch_folder,
+    write_cluster_workbook,
+)
 from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
 from tracelake.sources.zhejiang.synth.world import Episode, Task, World
 
@@ -28,11 +35,11 @@ GPUS_TO_NIC = 2  # A100 HGX: GPU{0,1} -> NIC[0], {2,3} -> [1], {4,5} -> [2], {6,
 
 
 def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _dt(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, timezone.utc)
+    return datetime.fromtimestamp(epoch, UTC)
 
 
 def hour_list(start: str, hours: int) -> list[str]:
@@ -186,7 +193,7 @@ def generate(out: Path, scale: float, seed: int, hours: int = 1, tasks: int = 3,
     written = [write_cluster_workbook(cluster, workbook, out)]
     writer = HourlyWriter(world)
     for hour in chosen:
-        hour_dir = out / "trafficinfo" / hour
+        hour_dir = out / TRAFFIC / hour
         written += writer.write_hour(hour, hour_dir, hourly_format)
         (hour_dir / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")  # macOS junk, as released
     written += write_ports(world, out, seed, every_port=ports == "all", hours=chosen)

@@ -1,5 +1,5 @@
 """The cluster the generator places tasks on: servers, their 4 RoCE NICs and leaf ports, from the
-real topology workbook (format doc §2) or a built-in synthetic one of the same shape.
+real topology workbook (docs/formats/zhejiang.md §2) or a built-in synthetic one of the same shape.
 
 A server is placeable when both sheets describe all 4 of its NICs completely (§7 join path:
 host IP + mlx5 -> netdev -> NIC IP, leaf, access port). The workbook's anomalies (empty cells,
@@ -24,7 +24,7 @@ TOPO_SHEET, NIC_SHEET = "cluster topology", "GPU NIC info"
 TOPO_HEADER = ["accessport", "serverIP", "nicname", "portname", "switchIP", "switchname", "sysname"]
 NIC_HEADER = ["GPU IP", "NIC name1", "NIC name 2"]
 SUFFIX = ".GPU.S9825"
-# Leaf-n racks (format doc §1) and the storage leafs
+# Leaf-n racks (docs/formats/zhejiang.md §1) and the storage leafs
 LEAF_RACKS = ["B03", "B04", "B05", "B06", "D03", "D04", "D05", "D06", "F02", "F03",
               "F04", "F05", "H03", "H04", "H05", "H06", "J01", "J02", "J03", "J04"]
 ST_LEAFS = [f"NH-DC-NM224-J{4 + n:02d}-ROCE-ST-leaf-{n}{SUFFIX}" for n in range(1, 5)]

@@ -1,6 +1,6 @@
 """Writes trafficinfo/<hour>/<hour>_{flow,nic,link,port}.csv (or <hour>.xlsx) from the World.
 
-Formats as documented (format doc §4) with the release's quirks: misspelt and duplicated
+Formats as documented (docs/formats/zhejiang.md §4) with the release's quirks: misspelt and duplicated
 headers, China-local 上午/下午 times (flow.csv in the 12-hour form, 上午12:.. at midnight; the
 others with a zero-padded 24-hour hour, 上午00:..), nic counters as cumulative float text
 (`1.826184052268872e+16`, `496472930239.0`), link octets and packets over mismatched windows.
@@ -17,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tracelake.sources.zhejiang.synth.cluster import Nic, leaf_number
-from tracelake.sources.zhejiang.xlsx import write_workbook
 from tracelake.sources.zhejiang.clock import format_cst, hour_start_utc
-from tracelake.sources.zhejiang.synth.world import UPLINKS, Episode, World, port_speed, spine_name, uplink_peer
+from tracelake.sources.zhejiang.synth.cluster import Nic, leaf_number
+from tracelake.sources.zhejiang.synth.world import UPLINKS, Episode, World, port_speed, uplink_peer
+from tracelake.sources.zhejiang.xlsx import write_workbook
 
-FLOW_HEADER = "SourceServer,DestServer,SourceSwitch,DestSwitch,Time,SourceIp,DestIp,SourceQp,DestQp,Rtt,ReadPkts,WritePkts,SendPkts,NakPkts"
-NIC_HEADER = "SaveTime,DeviceName,Ip,PortName,ReceivedBytes,TransmittedBytes,ReceivedPacketsByPort,ReceiveddPacketsByUnicast,TransmittedPacketsByPort,TransmitteddPacketsByUnicast"
+FLOW_HEADER = ("SourceServer,DestServer,SourceSwitch,DestSwitch,Time,SourceIp,DestIp,SourceQp,DestQp,Rtt,"
+               "ReadPkts,WritePkts,SendPkts,NakPkts")
+NIC_HEADER = ("SaveTime,DeviceName,Ip,PortName,ReceivedBytes,TransmittedBytes,ReceivedPacketsByPort,"
+              "ReceiveddPacketsByUnicast,TransmittedPacketsByPort,TransmitteddPacketsByUnicast")
 LINK_HEADER = ("DeviceName,IfAbbreviatedName,DstDevice,DstPort,StartTime,InUcastPkts,Ip,IfOperStatus,InOctets,InPkts,"
                "InMuticastPkts,InBrdcastPkts,InSpeed,InPktSpeed,InUseRatio,InErrorRatio,OutOctets,OutPkts,"
                "OutMuticastPkts,OutBrdcastPkts,OutSpeed,OutPktSpeed,OutUseRatio,EcnMarkedCount,OutBrdcastPkts")

@@ -1,4 +1,4 @@
-"""Per-port counter files in the exact release format (doc §3, §8), driven by a load function.
+"""Per-port counter files in the exact release format (docs/formats/zhejiang.md §3, §8), driven by a load function.
 
 One call writes one hour of chosen switch ports to
 `<out_root>/trafficinfo/<hour_cst>/<switch folder>/<port file>.csv`, reproducing what the
@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import zlib
 from collections import defaultdict
-from functools import lru_cache
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

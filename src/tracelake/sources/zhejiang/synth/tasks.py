@@ -1,4 +1,4 @@
-"""Write one synthetic taskinfo/<task>/ folder in the exact real formats (zhejiang-format.md §5, §6).
+"""Write one synthetic taskinfo/<task>/ folder in the exact real formats (docs/formats/zhejiang.md §5, §6).
 
 Two styles:
   hf        like the real sample: HF Trainer + DeepSpeed, NCCL 2.14 INFO lines from rank 0 only,
@@ -19,7 +19,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
@@ -59,7 +59,7 @@ class TaskSpec:
 # ---------------------------------------------------------------- small formatting helpers
 
 def _utc(dt: datetime) -> datetime:
-    return dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt.astimezone(UTC).replace(tzinfo=None)
 
 
 def _ts_ms(dt: datetime) -> str:
@@ -249,7 +249,7 @@ def _hf(ts: datetime, where: str, msg: str) -> str:
 
 
 def _hf_startup(ctx: _Ctx, h: int, fss: datetime) -> list[str]:
-    spec, gpus, total = ctx.spec, ctx.spec.gpus_per_host, len(ctx.ends)
+    gpus, total = ctx.spec.gpus_per_host, len(ctx.ends)
     lines = ["  warnings.warn("] * gpus
     ms = timedelta(milliseconds=1)
     lines += [_ds(ctx.at(0.35) + 7 * j * ms, "INFO", "real_accelerator.py:161:get_accelerator",

@@ -16,15 +16,16 @@ import math
 import random
 import zlib
 from dataclasses import dataclass, field
+from datetime import UTC
 
 import numpy as np
 
-from tracelake.sources.zhejiang.synth.cluster import Cluster, Nic, Server, leaf_number, switch_folder
 from tracelake.sources.zhejiang.clock import hour_start_utc
-from tracelake.sources.zhejiang.layout import UPLINK_PORTS
+from tracelake.sources.zhejiang.layout import MGMT_PORT, UPLINK_PORTS
+from tracelake.sources.zhejiang.synth.cluster import Cluster, Nic, Server, leaf_number, switch_folder
 
 UPLINKS = UPLINK_PORTS  # the generator's name for them
-MGMT = "M-GigabitEthernet0/0/0"
+MGMT = MGMT_PORT
 GBPS = {"200": 200e9, "400": 400e9, "mgmt": 1e9}
 SIZES = (4, 2, 8, 4, 16, 2, 32, 8)
 MODELS = ("llama2-7b", "llama2-13b", "qwen-14b", "baichuan2-7b", "llama2-70b", "internlm-20b")
@@ -182,11 +183,11 @@ class World:
                 save_steps=SAVE_STEPS,
                 burst_util=self.rng.uniform(0.55, 0.8),
             ))
-        from datetime import datetime, timezone
+        from datetime import datetime
         taken: set[str] = set()
         for task in tasks:
             while True:  # a folder is YYYYMMDD-HHMM-N: a second task of that minute and size starts later
-                stamp = datetime.fromtimestamp(task.start, timezone.utc)
+                stamp = datetime.fromtimestamp(task.start, UTC)
                 task.task_id = f"{stamp:%Y%m%d-%H%M}-{len(task.servers)}"
                 if task.task_id not in taken:
                     break

@@ -1,6 +1,6 @@
 """Zhejiang cross-layer correlation: is a training iteration's slowdown explained by the network?
 
-Join path (zhejiang-format.md §7): task ranks → their leaf access ports and NIC IPs, plus the 30
+Join path (docs/formats/zhejiang.md §7): task ranks → their leaf access ports and NIC IPs, plus the 30
 spine uplinks (FourHundredGigE1/0/33–62) of every leaf the task touches (silver.zj_task_paths);
 each iteration's interval is then matched against that path's network records.
 

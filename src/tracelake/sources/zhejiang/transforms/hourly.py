@@ -48,7 +48,8 @@ def full_port_name(abbreviated: Column) -> Column:
     """`400GE1/0/8` -> `FourHundredGigE1/0/8` (the per-port and port.csv spelling)."""
     out = abbreviated
     for short, full in ABBREVIATIONS:
-        out = F.when(abbreviated.startswith(short), F.concat(F.lit(full), F.substring(abbreviated, len(short) + 1, 1000))).otherwise(out)
+        expanded = F.concat(F.lit(full), F.substring(abbreviated, len(short) + 1, 1000))
+        out = F.when(abbreviated.startswith(short), expanded).otherwise(out)
     return out
 
 
@@ -62,7 +63,7 @@ def _device_role(name: Column) -> Column:
 
 
 def link_wiring(link: DataFrame) -> DataFrame:
-    """Which port is cabled to which peer (link.csv, §7 step 9), once per link end, with the
+    """Which port is cabled to which peer (link.csv, docs/formats/zhejiang.md §7 step 8), once per link end, with the
     port in its full name so it joins port.csv and the per-port files, and the ECN marks seen."""
     dst_port = F.when(F.length(F.trim("dst_port")) > 0, F.col("dst_port"))
     return (

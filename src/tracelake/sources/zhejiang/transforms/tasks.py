@@ -1,6 +1,6 @@
 """Zhejiang task layer: ranks placed on hosts, GPUs, NICs and leaf ports; per-step intervals.
 
-Join path of zhejiang-format.md §7. Only what the logs say is taken as fact (NCCL comm, Channel
+Join path of docs/formats/zhejiang.md §7. Only what the logs say is taken as fact (NCCL comm, Channel
 and NET/IB lines); where they are silent (the sample logs NCCL from rank 0 only) the documented
 inferences are used and each row says which source it came from.
 """

@@ -2,7 +2,7 @@
 
 The sheets share no key column (`serverIP` is a NIC's RoCE IP, `GPU IP` the host IP), so they
 meet on the host number — topology `sysname` ends in GPU-<N>, and host IPs are 10.107.254.N
-(N ≤ 240) or 10.107.255.(N−240) — plus the netdev name. Rules from zhejiang-format.md §2.3.
+(N ≤ 240) or 10.107.255.(N−240) — plus the netdev name. Rules from docs/formats/zhejiang.md §2.3.
 """
 
 from __future__ import annotations
