@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import tarfile
+import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
@@ -33,8 +34,17 @@ def extract_members(
     """Copy the wanted regular-file members of `archive` into `dest`; return name -> path."""
     try:
         tar = tarfile.open(archive, mode="r:*")
-    except (tarfile.TarError, OSError) as exc:
+    except (tarfile.TarError, OSError, EOFError) as exc:
         raise TracelakeError(f"{archive}: not a readable tar archive ({exc})") from exc
+    try:
+        return _copy_members(archive, tar, dest, wanted)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:  # a truncated or corrupt archive
+        raise TracelakeError(f"{archive}: truncated or corrupt archive ({exc or type(exc).__name__})") from None
+
+
+def _copy_members(
+    archive: Path, tar: tarfile.TarFile, dest: Path, wanted: Callable[[str], bool]
+) -> dict[str, Path]:
     with tar:
         members = tar.getmembers()
         for member in members:

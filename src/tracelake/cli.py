@@ -11,12 +11,17 @@ import contextlib
 import csv
 import json
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator, Sequence
 from datetime import date, datetime
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from tracelake.config import PROFILES
 from tracelake.errors import TracelakeError
+
+INTERRUPT_GRACE_S = 5.0  # after Ctrl-C, the longest a run may take to stop
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -29,9 +34,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints the whole usage before an error; ours is one line (exit 2), with the
+    hint where to read more."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tracelake", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="tracelake", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     from tracelake.registry import generator_names, source_names
 
@@ -99,8 +112,23 @@ def _engine(args: argparse.Namespace) -> Iterator[Any]:
     engine = start_engine(config)
     try:
         yield engine, config
+    except KeyboardInterrupt:
+        # no session stop: the client's release-session retries can hang; committed versions
+        # stay as they are, and the in-process engine ends with the process
+        print("tracelake: interrupted; tables keep their last committed versions", file=sys.stderr)
+        os._exit(130)
     finally:
         engine.stop()
+
+
+def _on_interrupt(signum, frame) -> None:
+    """First Ctrl-C: unwind (KeyboardInterrupt), with a few seconds' grace; a second one, or the
+    grace running out while the engine blocks it, ends the process at once."""
+    timer = threading.Timer(INTERRUPT_GRACE_S, os._exit, args=(130,))
+    timer.daemon = True
+    timer.start()
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    raise KeyboardInterrupt
 
 
 def _progress():
@@ -171,7 +199,9 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -
 
 def cmd_query(args: argparse.Namespace) -> int:
     from tracelake.lake import register_all
+    from tracelake.readonly import check_read_only
 
+    check_read_only(args.sql)  # before any engine starts
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
         result = engine.spark.sql(args.sql).toArrow()
@@ -275,6 +305,9 @@ def _one_line(exc: BaseException) -> str:
     if root:
         return root
     text = str(exc).strip() or type(exc).__name__
+    if "Failed to commit transaction" in text:  # Delta's optimistic concurrency: another writer won
+        return ("another writer committed to a table of this run first (Delta commit conflict); "
+                "this run's write of it was not committed: retry")
     first = text.splitlines()[0]
     return first if isinstance(exc, TracelakeError) else f"{type(exc).__name__}: {first}"
 
@@ -282,6 +315,8 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("RUST_LOG", "error")  # Sail logs sessions at INFO and no-op persists at WARN
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_interrupt)
     try:
         return COMMANDS[args.command](args)
     except TracelakeError as exc:
@@ -292,6 +327,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tracelake: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the machine said no: a path that is not there, not writable, a full disk
+        if os.environ.get("TRACELAKE_DEBUG"):
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"tracelake: error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
         if os.environ.get("TRACELAKE_DEBUG"):
             raise

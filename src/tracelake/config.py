@@ -7,11 +7,15 @@ setting that silently does nothing.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
+import re
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -22,6 +26,10 @@ PROFILES = ("local", "spark", "connect")
 # keys whose value is a free-form mapping (any sub-key allowed)
 OPEN_MAPPINGS = ("spark_conf", "raw_roots")
 ENV_PREFIX = "TRACELAKE_"
+# characters a local path may hold and still reach Sail's Delta writer unchanged; with others (a
+# space, %, #, non-ASCII) it writes the log under the URL-encoded path and the data files under
+# the twice-encoded one: two sibling folders, neither a readable table (measured, Sail 0.7)
+ENGINE_SAFE_PATH = re.compile(r"^[A-Za-z0-9/._+=,@~-]*$")
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class Config:
     master: str | None
     delta_required: bool
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    engine_root: str = ""  # lake_root as the engine is given it (see engine_safe_path); "" = lake_root
 
     def table_name(self, layer: str, table: str) -> str:
         """The SQL name of a lake table, e.g. `bronze.itp_jobs`."""
@@ -43,7 +52,27 @@ class Config:
         return f"{self.catalog}.{name}" if self.catalog else name
 
     def table_path(self, layer: str, table: str) -> str:
-        return f"{self.lake_root.rstrip('/')}/{layer}/{table}"
+        return f"{(self.engine_root or self.lake_root).rstrip('/')}/{layer}/{table}"
+
+
+def engine_safe_path(local: Path) -> str:
+    """A path to the local folder `local` that the embedded engine writes correctly: the folder
+    itself when its path is plain, else a symlink to it whose path is (one per folder, in the
+    temp dir). The files still land in `local`; only the engine sees the alias."""
+    if ENGINE_SAFE_PATH.match(str(local)):
+        return str(local)
+    local.mkdir(parents=True, exist_ok=True)
+    aliases = Path(tempfile.gettempdir()) / "tracelake-paths"
+    aliases.mkdir(exist_ok=True)
+    alias = aliases / hashlib.sha256(str(local).encode()).hexdigest()[:16]
+    if not (alias.is_symlink() and os.readlink(alias) == str(local)):
+        temp = alias.with_name(f"{alias.name}.{os.getpid()}")
+        temp.unlink(missing_ok=True)
+        temp.symlink_to(local, target_is_directory=True)
+        temp.replace(alias)  # atomic: a concurrent run sees the old or the new link, never none
+    if not ENGINE_SAFE_PATH.match(str(alias)):
+        raise TracelakeError(f"lake path {local}: the temp dir {aliases} has characters the engine cannot write")
+    return str(alias)
 
 
 def spark_submit_remote(environ: Mapping[str, str] | None = None) -> str | None:
@@ -152,7 +181,14 @@ def _build(merged: dict[str, Any]) -> Config:
     lake_root = str(merged["lake_root"])
     if "://" not in lake_root:
         lake_root = str(Path(lake_root).expanduser().resolve())
-    staging = merged.get("staging_dir") or f"{lake_root}/_staging"
+    engine_root = ""
+    if merged["profile"] == "local" and "://" not in lake_root:
+        engine_root = engine_safe_path(Path(lake_root))
+    staging = f"{engine_root or lake_root}/_staging"
+    if merged.get("staging_dir"):
+        staging = str(merged["staging_dir"])
+        if merged["profile"] == "local" and "://" not in staging:
+            staging = engine_safe_path(Path(staging).expanduser().resolve())
     if merged["profile"] == "connect" and not merged.get("connect_url"):
         raise TracelakeError(
             "profile 'connect' needs a Spark Connect URL: --connect-url sc://host:port, "
@@ -172,5 +208,6 @@ def _build(merged: dict[str, Any]) -> Config:
         connect_url=merged.get("connect_url"),
         master=merged.get("master"),
         delta_required=delta_required,
+        engine_root=engine_root if engine_root != lake_root else "",
         raw=merged,
     )

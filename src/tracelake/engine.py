@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -188,12 +190,32 @@ def _start_connect(config: Config) -> Engine:
     url = config.connect_url or ""
     if not url.startswith("sc://"):
         raise TracelakeError(f"connect_url must start with sc://, got '{url}'")
+    _check_reachable(url)
     try:
         spark = SparkSession.builder.remote(url).getOrCreate()
     except Exception as exc:  # noqa: BLE001
         raise TracelakeError(f"cannot reach Spark Connect at {url}: {exc}") from exc
     _apply_runtime_conf(spark, config.spark_conf)
     return Engine("connect", spark)
+
+
+CONNECT_TIMEOUT_S = 10.0
+DEFAULT_CONNECT_PORT = 15002
+
+
+def _check_reachable(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail in seconds when nothing listens at a Spark Connect URL: the client itself retries
+    an unreachable server without end."""
+    match = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?", url)
+    if not match:
+        raise TracelakeError(f"connect_url '{url}' is not sc://host[:port]")
+    host = match.group(1).strip("[]")
+    port = int(match.group(2) or DEFAULT_CONNECT_PORT)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise TracelakeError(f"cannot reach Spark Connect at {url}: {reason}") from None
 
 
 def _start_classic(config: Config) -> Engine:

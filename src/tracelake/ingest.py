@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -24,7 +24,13 @@ from tracelake.config import Config
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.quality import GateOutcome, RuleResult, load_suite, run_gate
 from tracelake.reader import (
-    PARSE_ERRORS, ROW_ID, RawFile, Staged, check_header, parse_lines, read_raw_lines,
+    PARSE_ERRORS,
+    ROW_ID,
+    RawFile,
+    Staged,
+    check_header,
+    parse_lines,
+    read_raw_lines,
 )
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
 
@@ -40,8 +46,8 @@ class Run:
     staging: Path
 
     @classmethod
-    def new(cls, config: Config) -> "Run":
-        started = datetime.now(timezone.utc).replace(microsecond=0)
+    def new(cls, config: Config) -> Run:
+        started = datetime.now(UTC).replace(microsecond=0)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         return cls(run_id, started, Path(config.staging_dir) / run_id)
 
@@ -64,7 +70,10 @@ def _materialize(spark: SparkSession, df: DataFrame, run: Run, name: str) -> Dat
     """Parse once: later counts, GX queries and the MERGE read the same stored rows."""
     path = run.staging / f"{name}.parquet"
     df.write.mode("overwrite").parquet(str(path))
-    return spark.read.parquet(str(path))
+    stored = spark.read.parquet(str(path))
+    if stored.columns != df.columns:  # Sail writes no file for zero rows: the read has no columns
+        return spark.createDataFrame([], df.schema)
+    return stored
 
 
 def quality_rows(
@@ -145,57 +154,105 @@ def parse_delimited(spark: SparkSession, files: list[RawFile], schema: TableSche
     return parse_lines(read_raw_lines(spark, files, schema), schema)
 
 
-def ingest_table(
+@dataclass
+class PreparedTable:
+    """A bronze table parsed and gated, nothing written yet (see prepare_table)."""
+
+    table: str
+    schema: TableSchema
+    files: list[RawFile]
+    good: DataFrame
+    bad: DataFrame
+    gate: GateOutcome
+    rows_read: int
+    parse_failed: int
+
+
+def prepare_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
     parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged] | None = None,
-) -> TableStats:
-    """Ingest raw files into one bronze table; returns what happened to every row read.
+) -> PreparedTable:
+    """Parse and gate one bronze table's files, writing nothing: a run prepares every table
+    before it commits the first, so a bad file found late leaves no table of the run half-done.
 
-    `parser` turns the files into the parse_lines contract (see sources.Parser); the gate,
-    quarantine and MERGE that follow are the same for every source."""
+    `parser` turns the files into the parser contract (contract.Parser); the gate is the same for
+    every source. A critical rule raises here, with its results recorded."""
     schema = load_schema(table)
     result = (parser or parse_delimited)(spark, files, schema)
     parsed = result.frame if isinstance(result, Staged) else _materialize(spark, result, run, table)
     failed = F.size(PARSE_ERRORS) > 0
     rows_read, parse_failed = parsed.agg(  # one scan for both counts
         F.count(F.lit(1)), F.coalesce(F.sum(failed.cast("int")), F.lit(0))).first()
-    bad = parsed.filter(failed)
     good = parsed.filter(~failed)
-
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, ROW_ID), load_suite(table), ROW_ID)
     gate.results.insert(0, _parse_result(rows_read, parse_failed))
     if gate.critical_failures:
         _record(spark, config, run, table, gate)
-        failed = tuple(r.expectation_id for r in gate.critical_failures)
+        names = tuple(r.expectation_id for r in gate.critical_failures)
         raise QualityGateFailed(
-            f"{table}: critical expectation(s) failed: {', '.join(failed)}; nothing was written "
+            f"{table}: critical expectation(s) failed: {', '.join(names)}; nothing was written "
             f"to {table} (see ops.quality_results, run {run.run_id})"
         )
+    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed)
 
-    kept, set_aside = split_by_gate(spark, good, gate.quarantined)
+
+def commit_table(spark: SparkSession, config: Config, run: Run, prepared: PreparedTable) -> TableStats:
+    """Write a prepared table: kept rows to bronze, set-aside rows to quarantine, the gate's
+    results to ops.quality_results; returns what happened to every row read."""
+    schema, gate, files = prepared.schema, prepared.gate, prepared.files
+    data_cols = [c.name for c in schema.data_columns]
+    kept, set_aside = split_by_gate(spark, prepared.good, gate.quarantined)
     partitions = file_partitions(files, schema)
     part_cols = tuple(c for c in schema.columns if c.name in schema.partition_by)
     q_schema = quarantine_schema(schema.table, part_cols)
     lineage = [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
     q_cols = [*[c.name for c in part_cols], "source_file", "raw_line", "raw_values_json"]
-    quarantine = bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
+    quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
         set_aside.select(*q_cols, "reasons", *lineage)
     )
     names = sorted({f.name for f in files})
+    if partitions is None:
+        kept, moved = _split_keys_stored_elsewhere(spark, config, schema, kept, names)
+        quarantine = quarantine.unionByName(moved.select(*q_cols, "reasons", *lineage))
+        set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
     rows = kept.select(*data_cols, "source_file", *lineage)
     if partitions is None:
-        lake.replace_by_source(spark, config, q_schema, quarantine, names)
+        lake.replace_by_source(spark, config, q_schema, quarantine, names, compare=[*q_cols, "reasons"])
         lake.merge_by_key(spark, config, schema, rows, names)
     else:
         lake.replace_partitions(spark, config, q_schema, quarantine, list(partitions), compare=[*q_cols, "reasons"])
         lake.replace_partitions(spark, config, schema, rows, list(partitions), compare=[*data_cols, "source_file"])
-    _record(spark, config, run, table, gate)
+    _record(spark, config, run, prepared.table, gate)
 
-    rows_quarantined = parse_failed + (set_aside.count() if gate.quarantined else 0)
+    rows_quarantined = prepared.parse_failed + set_aside.count()
     rows_kept = kept.count()  # counted, not derived: the tests check read = kept + quarantined
-    return TableStats(table, rows_read, rows_kept, rows_quarantined, _warnings(gate.results),
+    return TableStats(prepared.table, prepared.rows_read, rows_kept, rows_quarantined, _warnings(gate.results),
                       partitions=partitions)
+
+
+def _split_keys_stored_elsewhere(
+    spark: SparkSession, config: Config, schema: TableSchema, kept: DataFrame, names: list[str]
+) -> tuple[DataFrame, DataFrame]:
+    """(kept, moved): a row whose key the table already holds from a file outside this run would
+    silently move that key to another file; it is set aside with the reason instead. Ingesting
+    both files in one run moves it (the old file's rows are then replaced)."""
+    stored = lake.keys_stored_elsewhere(spark, config, schema, names)
+    if stored is None:
+        return kept, kept.limit(0).withColumn("reasons", F.array().cast("array<string>"))
+    tagged = kept.join(stored, list(schema.keys), "left")
+    reason = F.array(F.concat(F.lit("key already stored from "), F.col("_stored_file"),
+                              F.lit(", a file not in this run: ingest both together to move it")))
+    moved = tagged.filter(F.col("_stored_file").isNotNull()).select(*kept.columns, reason.alias("reasons"))
+    return tagged.filter(F.col("_stored_file").isNull()).select(*kept.columns), moved
+
+
+def ingest_table(
+    spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
+    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged] | None = None,
+) -> TableStats:
+    """Ingest raw files into one bronze table (prepare, then commit)."""
+    return commit_table(spark, config, run, prepare_table(spark, config, run, table, files, parser))
 
 
 def publish_derived(
@@ -212,7 +269,7 @@ def publish_derived(
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)
         raise QualityGateFailed(f"{table}: critical expectation(s) failed: {failed}; nothing written")
     if partitions is None:
-        lake.overwrite(spark, config, schema, df)
+        lake.overwrite(spark, config, schema, df, compare=[c.name for c in schema.columns])
     else:
         lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns])
     _record(spark, config, run, table, gate)

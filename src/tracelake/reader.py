@@ -1,7 +1,7 @@
 """Raw delimited files → typed rows, with every unparseable row kept and explained.
 
 Why not Spark's CSV reader: on Sail a row with too few fields fails the whole read, in
-PERMISSIVE mode too, and `from_csv` does the same (measured, see shared/docs/engine-notes.md).
+PERMISSIVE mode too, and `from_csv` does the same (measured, see docs/engine-notes.md).
 So files are read as text lines (one read per file, because Sail has no input_file_name()),
 split on the delimiter, and cast with try_cast; a row that does not fit carries its reasons
 instead of failing the job. The formats we ingest are unquoted, which makes a plain split exact.
@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,6 +26,7 @@ ROW_ID = "_row_id"
 PARSE_ERRORS = "_parse_errors"
 RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
+FLOAT_TYPES = ("double", "float")
 EPOCH_MS = "epoch_ms"  # schema `format` of a timestamp column delivered as Unix epoch milliseconds
 EPOCH_MS_KIND = "epoch time in whole milliseconds"
 EPOCH_MS_MIN, EPOCH_MS_MAX = -62_135_596_800_000, 253_402_300_799_999  # 0001-01-01 .. 9999-12-31
@@ -47,11 +49,31 @@ class Staged:
     frame: DataFrame
 
 
+def utf8_readable(raw: RawFile, staging: Path) -> RawFile:
+    """The file itself when it is UTF-8; else a staged copy whose undecodable bytes are written
+    as `\\xNN` escapes, so the engine can read it (Sail fails the whole read on one bad byte)
+    and the lines holding them stay visible in quarantine instead of failing the run. For
+    small files (logs, listings): the file is read whole."""
+    data = Path(raw.path).read_bytes()
+    try:
+        data.decode("utf-8")
+        return raw
+    except UnicodeDecodeError:
+        pass
+    staging.mkdir(parents=True, exist_ok=True)
+    copy = staging / f"utf8-{abs(hash(raw.name)):x}-{Path(raw.path).name}"
+    copy.write_text(data.decode("utf-8", errors="backslashreplace"), encoding="utf-8")
+    return RawFile(str(copy), raw.name, raw.constants)
+
+
 def check_header(raw: RawFile, schema: TableSchema) -> None:
     """The first line must be the documented header; anything else is a different format."""
     expected = schema.delimiter.join(schema.raw_header)
-    with open(raw.path, encoding="utf-8", newline="") as fh:
-        first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
+    try:
+        with open(raw.path, encoding="utf-8", newline="") as fh:
+            first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     if first != expected:
         raise TracelakeError(
             f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
@@ -67,7 +89,7 @@ def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchem
     constant_names = sorted({k for f in files for k in f.constants})
     frames = []
     for raw in files:
-        line = F.regexp_replace(F.col("value"), "\r$", "")
+        line = F.regexp_replace(F.col("value"), "^\ufeff|\r$", "")  # a BOM would hide the header
         cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
         cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
         # lineSep "\n": with the default, Sail yields an empty extra line when a split falls
@@ -151,7 +173,9 @@ def typed_field(
 
     Shared by every parser so a bad value reads the same everywhere: "<col>: '<text>' is not a
     valid <kind>" for text that does not convert, "<col>: missing value" for an empty field in
-    a non-nullable column. The column's `null_values` (e.g. Zeus's `nan`) read as null.
+    a non-nullable column, "<col>: '<text>' is not a finite number" for NaN/Infinity in a float
+    column whose schema does not allow them. The column's `null_values` (e.g. Zeus's `nan`)
+    read as null.
     `value_ref` names the value in a later projection, so the check does not convert twice."""
     present = text.isNotNull() & (F.length(text) > 0)
     if col.null_values:
@@ -161,6 +185,11 @@ def typed_field(
     kind = EPOCH_MS_KIND if col.format == EPOCH_MS else col.type
     problems = [(present & checked.isNull(),
                  F.concat(F.lit(f"{col.name}: '"), text, F.lit(f"' is not a valid {kind}")))]
+    if col.type in FLOAT_TYPES and not col.non_finite:
+        # 'inf', 'nan' and overflowing text such as '1e400' cast to NaN/±Infinity: not a measurement
+        infinite = F.abs(checked) == F.lit(float("inf"))
+        problems.append((present & (F.isnan(checked) | infinite),
+                         F.concat(F.lit(f"{col.name}: '"), text, F.lit("' is not a finite number"))))
     if not col.nullable:
         problems.append((count_ok & ~present, F.lit(f"{col.name}: missing value")))
     return value, problems

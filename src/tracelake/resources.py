@@ -7,6 +7,7 @@ that people edit; TRACELAKE_HOME points elsewhere (e.g. a copy shipped to a clus
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
@@ -15,7 +16,8 @@ from tracelake.errors import TracelakeError
 def project_home() -> Path:
     env = os.environ.get("TRACELAKE_HOME")
     candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parents[2])
+    candidates.append(Path(__file__).resolve().parents[2])  # a checkout (pip install -e .)
+    candidates.append(Path(sys.prefix) / "share" / "tracelake")  # a wheel: its data files land here
     for home in candidates:
         if (home / "schemas").is_dir() and (home / "conf").is_dir():
             return home

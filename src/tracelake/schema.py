@@ -8,7 +8,7 @@ parse plan from it, the writer its MERGE keys, and `tracelake describe` its docu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ SPARK_TYPES: dict[str, T.DataType] = {
     "array<string>": T.ArrayType(T.StringType()),
 }
 LAYERS = ("bronze", "silver", "gold", "quarantine", "ops")
-COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values"}
+COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values", "non_finite"}
 TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
 LINEAGE_FILE = "_lineage.yaml"
 
@@ -44,6 +44,7 @@ class Column:
     source: str | None = None  # raw column it is parsed from; None = derived or added by the reader
     format: str | None = None  # e.g. a timestamp pattern
     null_values: tuple[str, ...] = ()  # raw spellings of "no value" besides the empty field
+    non_finite: bool = False  # a float column that may hold NaN/±Infinity (else such a value is a parse problem)
 
     @property
     def spark_type(self) -> T.DataType:
@@ -109,10 +110,11 @@ def _column(raw: dict[str, Any], where: str) -> Column:
         source=raw.get("source"),
         format=raw.get("format"),
         null_values=tuple(str(v) for v in raw.get("null_values") or ()),
+        non_finite=bool(raw.get("non_finite", False)),
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def lineage_columns() -> tuple[Column, ...]:
     path = resource_dir("schemas") / LINEAGE_FILE
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -156,7 +158,7 @@ def parse_schema(data: dict[str, Any], where: str) -> TableSchema:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(full_name: str, schema_dir: Path | None = None) -> TableSchema:
     """Load `layer.table` from schemas/<layer>.<table>.yaml."""
     directory = schema_dir or resource_dir("schemas")
@@ -194,8 +196,8 @@ def describe_markdown(schema: TableSchema) -> str:
     return "\n".join(lines) + "\n"
 
 
-@lru_cache(maxsize=None)
-def quarantine_schema(table: str, partition_columns: tuple["Column", ...] = ()) -> TableSchema:
+@cache
+def quarantine_schema(table: str, partition_columns: tuple[Column, ...] = ()) -> TableSchema:
     """Every quarantine table has one layout (schemas/_quarantine.yaml): quarantine.<table>.
     A time-partitioned table's quarantine is partitioned the same way (its partition columns
     come first), so re-ingesting a partition replaces only that partition's set-aside rows."""

@@ -5,11 +5,12 @@ the 350 real files (module fixture) through tracelake.pipeline.run_ingest."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -18,17 +19,15 @@ from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
 from tracelake.reader import Staged
 from tracelake.schema import load_schema
-from tracelake.sources.zhejiang.transforms.ports import port_rates
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour
-
-from conftest import make_config, shared
+from tracelake.sources.zhejiang.transforms.ports import port_rates
 
 HOUR = "2024052400"
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
 ST1 = "NH-DC-NM224-J05-ROCE-ST-leaf-1_GPU_S9825"
 REAL_FILES, REAL_ROWS = 350, 1_861_310
-HOUR_START = datetime(2024, 5, 23, 16, tzinfo=timezone.utc).timestamp()
+HOUR_START = datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()
 MGMT = "M-GigabitEthernet0/0/0"
 
 
@@ -208,7 +207,7 @@ def test_a_32_bit_wrap_on_a_real_management_excerpt_is_undone(spark, tmp_path):
 
 def _counters(spark, port: str, rows: list[tuple[float, int]]):
     return spark.createDataFrame(
-        [(HOUR, "SW", port, datetime.fromtimestamp(HOUR_START + t, timezone.utc).replace(tzinfo=None), b // 2, b, b // 2, b)
+        [(HOUR, "SW", port, datetime.fromtimestamp(HOUR_START + t, UTC).replace(tzinfo=None), b // 2, b, b // 2, b)
          for t, b in rows],
         "hour_cst string, device_name string, port_name string, save_time_utc timestamp, "
         "in_pkts bigint, in_octets bigint, out_pkts bigint, out_octets bigint",
@@ -244,6 +243,22 @@ def test_rates_statuses_gaps_idle_and_line_rate(spark):
     got = sorted((r.port_name, r.line_rate_bps, r.in_util or 0.0) for r in speeds.collect())
     assert got == [("FourHundredGigE1/0/40", 400_000_000_000, 0.0), ("HundredGigE1/0/1", None, 0.0),
                    (MGMT, 1_000_000_000, 0.0), (MGMT, 1_000_000_000, 0.002)]
+
+
+@pytest.mark.portable
+def test_a_negative_count_on_a_64_bit_port_is_flagged_not_unwrapped(spark):
+    """Only the management port's counters are 32-bit: adding 2^32 to a 400G port's negative count
+    would invent ~4.3 GB of traffic, so the row keeps its value and gets no rate."""
+    rows = [(0.0, 10**9), (0.5, 10**9), (1.0, -(10**6)), (1.5, 10**9)]
+    got = port_rates(_counters(spark, "FourHundredGigE1/0/40", rows)).orderBy("save_time_utc").select(
+        "status", "out_octets", "counter_wrapped", "interval_s", "out_bytes_per_s")
+    expected = spark.createDataFrame([
+        ("first", 10**9, False, None, None),
+        ("update", 10**9, False, 0.5, 2e9),
+        ("negative_counter", -(10**6), False, None, None),
+        ("update", 10**9, False, 0.5, 2e9),
+    ], "status string, out_octets bigint, counter_wrapped boolean, interval_s double, out_bytes_per_s double")
+    assertDataFrameEqual(got, expected)
 
 
 # ---------------------------------------------------------------- generator

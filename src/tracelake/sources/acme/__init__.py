@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.sources.acme import jobs, utilization
 from tracelake.contract import Derived, TableInput, combined_plan
+from tracelake.sources.acme import jobs, utilization
 
 PARTS = (jobs, utilization)
 DERIVED: list[Derived] = []  # silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
 
 
+def release_data_dir(raw_dir: Path) -> Path:
+    """`--raw` may be the release's data/ folder or the cloned repository around it."""
+    data = raw_dir / "data"
+    if data.is_dir() and ((data / "job_trace").is_dir() or (data / "utilization").is_dir()):
+        return data
+    return raw_dir
+
+
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    return combined_plan(PARTS, raw_dir, staging, "AcmeTrace files (trace_seren.csv, trace_kalos.csv, utilization CSVs)")
+    return combined_plan(PARTS, release_data_dir(raw_dir), staging,
+                         "AcmeTrace files (trace_seren.csv, trace_kalos.csv, utilization CSVs)")

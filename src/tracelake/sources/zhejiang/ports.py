@@ -94,6 +94,19 @@ def port_name_for_file(file_name: str) -> str:
     return f"TwoHundredGigE1/0/{port}:{lane}" if lane else f"FourHundredGigE1/0/{port}"
 
 
+def port_exists(prefix: str, port_name: str) -> bool:
+    """§3.2: a GPU leaf has the management port, 200G lanes 1–30:1–2 and 400G ports 31–64; a
+    storage leaf (`leaf-<n>`) the management port and 400G ports 1–64."""
+    if port_name == MGMT_PORT:
+        return True
+    storage = prefix.startswith("leaf-")
+    if match := BREAKOUT_PORT.match(port_name):
+        return not storage and 1 <= int(match.group(1)) <= 30
+    if match := FULL_PORT.match(port_name):
+        return (1 if storage else 31) <= int(match.group(1)) <= 64
+    return False
+
+
 def file_name_for_port(folder: str, port_name: str) -> str:
     """The inverse rule: where a switch port's counters are written (used by the generator)."""
     prefix = file_prefix(folder)
@@ -129,6 +142,9 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
         port = port_name_for_file(path.name)
         if PORT_FILE.match(path.name).group("sw") != prefix:
             raise TracelakeError(f"{where}: a {prefix} folder holds a file of another switch")
+        if not port_exists(prefix, port):
+            kind = "storage leaf" if prefix.startswith("leaf-") else "GPU leaf"
+            raise TracelakeError(f"{where}: a {kind} has no port {port} (docs/formats/zhejiang.md §3.2)")
         constants = {"hour_cst": hour, "folder_device_name": device, "file_port_name": port}
         files.append(RawFile(str(path), where, constants))
     return files

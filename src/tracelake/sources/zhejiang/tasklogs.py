@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, finish, union_all
+from tracelake.reader import RawFile, finish, union_all, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 
@@ -363,9 +363,10 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
                 continue
             match = LOG_FILE.match(path.name)
             if path.name == POD_FILE:
-                pods.append(RawFile(str(path), name, {"task_id": task.name}))
+                pods.append(utf8_readable(RawFile(str(path), name, {"task_id": task.name}), staging))
             elif match:
-                logs.append(RawFile(str(path), name, _log_constants(match, task.name, path.stem)))
+                raw = RawFile(str(path), name, _log_constants(match, task.name, path.stem))
+                logs.append(utf8_readable(raw, staging))
             else:
                 raise TracelakeError(
                     f"{name}: unexpected file (want {POD_FILE}, <job>-master.log, <job>-worker-<i>.log)")

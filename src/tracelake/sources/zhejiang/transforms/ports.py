@@ -1,4 +1,4 @@
-"""Per-port byte rates and utilisation from the Zhejiang per-port counters (doc §3.3).
+"""Per-port byte rates and utilisation from the Zhejiang per-port counters (docs/formats/zhejiang.md §3.3).
 
 Each counter row holds the bytes counted since the switch last *refreshed* its counter, which
 happens about once a second while the collector polls every ~0.5 s. So a row of four zeros
@@ -20,7 +20,10 @@ Rules, per port, in time order (window lag over save_time_utc):
                row): refreshes kept reading zero, the rate is 0.
   over_line_rate  an update whose rate would exceed the line rate by more than `max_util`:
                rate withheld, flagged (none on the release).
-Management-port counters are 32-bit: a negative delta has wrapped and gets 2^32 added.
+  negative_counter  a negative count on a 64-bit port (200G/400G): not a wrap, so no rate and
+               flagged; its counts stay as delivered.
+Management-port counters are 32-bit: a negative delta there has wrapped and gets 2^32 added. Only
+there: adding 2^32 to a 64-bit port's negative count would fabricate a rate.
 Measured on the 350 real files: 894,805 updates, 704,499 zero rows waiting for one, no rate
 above 0.998 of line rate. The zero/non-zero pattern fits a switch refresh clock of ~1.000 s, so
 a row's true interval is known only to about a poll (0.5 s) at either end: per-row rates in a
@@ -37,13 +40,15 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.sources.zhejiang.layout import MGMT_PORT
+
 WRAP = 1 << 32
 MAX_GAP_S = 5.0  # Δt p99.9 on the release is 4.2 s; refreshes come about every second
 MAX_UTIL = 1.05
 LINE_RATES_BPS = (("TwoHundredGigE", 200_000_000_000), ("FourHundredGigE", 400_000_000_000),
                   ("M-GigabitEthernet", 1_000_000_000))
 COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
-STATUSES = ("first", "gap", "update", "no_new_data", "idle", "over_line_rate")
+STATUSES = ("first", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter")
 
 
 def line_rate_bps(port_name: Column) -> Column:
@@ -54,9 +59,9 @@ def line_rate_bps(port_name: Column) -> Column:
     return rate
 
 
-def unwrap_32bit(value: Column) -> Column:
-    """A negative delta of a 32-bit counter that wrapped, put back in range."""
-    return F.when(value < 0, value + F.lit(WRAP)).otherwise(value)
+def unwrap_32bit(value: Column, is_32bit: Column) -> Column:
+    """A negative delta of a 32-bit counter that wrapped, put back in range; other counters as they are."""
+    return F.when(is_32bit & (value < 0), value + F.lit(WRAP)).otherwise(value)
 
 
 def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: float = MAX_UTIL) -> DataFrame:
@@ -64,10 +69,13 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
     port = Window.partitionBy("device_name", "port_name").orderBy("save_time_utc")
     before = port.rowsBetween(Window.unboundedPreceding, -1)
     ms = F.unix_millis(F.col("save_time_utc"))
+    is_32bit = F.col("port_name") == F.lit(MGMT_PORT)  # the only counters that are 32-bit
+    negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
     base = counters.select(
         "hour_cst", "device_name", "port_name", "save_time_utc", ms.alias("_ms"),
-        *[unwrap_32bit(F.col(c)).alias(c) for c in COUNTERS],
-        reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS]).alias("counter_wrapped"),
+        *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
+        (is_32bit & negative).alias("counter_wrapped"),
+        (~is_32bit & negative).alias("_negative"),
         line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
     )
     zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
@@ -105,10 +113,12 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
     util_in = F.col("_in_bps") * 8 / F.col("line_rate_bps")
     util_out = F.col("_out_bps") * 8 / F.col("line_rate_bps")
     too_fast = (F.col("_status") == "update") & (F.greatest(util_in, util_out) > F.lit(max_util))
-    keep = F.col("_start_ms").isNotNull() & ~F.coalesce(too_fast, F.lit(False))
+    withheld = F.coalesce(too_fast, F.lit(False)) | F.col("_negative")
+    keep = F.col("_start_ms").isNotNull() & ~withheld
     return rated.select(
         "hour_cst", "device_name", "port_name", "save_time_utc",
-        F.when(too_fast, "over_line_rate").otherwise(F.col("_status")).alias("status"),
+        F.when(F.col("_negative"), "negative_counter").when(too_fast, "over_line_rate")
+        .otherwise(F.col("_status")).alias("status"),
         F.when(keep, F.timestamp_millis(F.col("_start_ms"))).alias("interval_start_utc"),
         F.when(keep, F.col("interval_s")).alias("interval_s"),
         (dt_ms / 1000.0).alias("dt_s"),

@@ -1,0 +1,212 @@
+"""The corpus itself: every case and its expected outcome (see corpus.py for the helpers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpus import (
+    FIXTURES,
+    POWER_HEADER,
+    SEREN_HEADER,
+    SEREN_ROW,
+    TRAIN_HEADER,
+    TRAIN_ROW,
+    Case,
+    files,
+    good_itp,
+    itp,
+    port_file,
+    task_folder,
+    zeus,
+)
+from helpers import ITP_HEADER, job_id, write_archive
+
+POWER_OK = "cifar100,shufflenetv2,64,adadelta,175,20,100"
+ACME_JOBS = "data/job_trace/trace_seren.csv"
+
+
+def _lake_under_a_file(raw: Path) -> list[list[str]]:
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+    (raw / "plain-file").write_text("not a folder")
+    return [["ingest", "itp", "--raw", str(raw), "--lake", str(raw / "plain-file" / "lake")]]
+
+
+def _traversal(raw: Path) -> list[list[str]]:
+    write_archive(raw / "raw-traces.tar.gz", {"../cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+    return [["ingest", "itp", "--raw", str(raw)]]
+
+
+def _truncated(raw: Path) -> list[list[str]]:
+    archive = write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(400)])})
+    archive.write_bytes(archive.read_bytes()[:300])
+    return [["ingest", "itp", "--raw", str(raw)]]
+
+
+def _good_then_all_bad(raw: Path) -> list[list[str]]:
+    first, second = raw / "first", raw / "second"
+    write_archive(first / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(3)])})
+    write_archive(second / "raw-traces.tar.gz",
+                  {"cluster01.csv": "\n".join([ITP_HEADER, *[f"{job_id(i)},{i},600,3" for i in range(1, 4)]])})
+    return [["ingest", "itp", "--raw", str(first)], ["ingest", "itp", "--raw", str(second)]]
+
+
+def _key_arrives_from_another_file(raw: Path) -> list[list[str]]:
+    first, second = raw / "first", raw / "second"
+    write_archive(first / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+    write_archive(second / "raw-traces.tar.gz", {"cluster02.csv": "\n".join([ITP_HEADER, *good_itp(3)[1:]])})
+    return [["ingest", "itp", "--raw", str(first)], ["ingest", "itp", "--raw", str(second)]]
+
+
+def _raw_is_a_file(raw: Path) -> list[list[str]]:
+    (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
+    return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
+
+
+def _real_task_without_workbook(raw: Path) -> list[list[str]]:
+    from corpus import copy_tree
+    real = FIXTURES.parents[3].parent / "shared" / "data" / "zhejiang" / "taskinfo"
+    copy_tree(real, raw / "taskinfo")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
+def _query(sql: str):
+    def write(raw: Path) -> list[list[str]]:
+        return [["query", sql]]
+    return write
+
+
+def _cli(*args: str):
+    def write(raw: Path) -> list[list[str]]:
+        return [[*args]]
+    return write
+
+
+def _hourly_one_nic_sample(raw: Path) -> list[list[str]]:
+    source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
+    lines = source.read_text(encoding="utf-8-sig").splitlines()
+    target = raw / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join(lines[:2]) + "\n", encoding="utf-8")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
+LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)',
+            "[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] starting"]
+ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
+          "epoch: 0.5, iter: {i}/3,  00:10 < 00:10,  10.0s/it")
+
+CASES = [
+    # ---- ITP / ElasticFlow
+    Case("itp_header_only", itp([]), 3, "bronze.itp_jobs: critical expectation(s) failed: table_row_count_to_be_between"),
+    Case("itp_every_row_quarantined_by_a_rule", itp([f"{job_id(i)},{i},600,3" for i in range(1, 4)]), 0,
+         rows={"bronze/itp_jobs": 0, "silver/jobs": 0},
+         reasons={"quarantine/itp_jobs": [["column_values_to_be_in_set(num_gpu)"]] * 3}, read={"itp_jobs": 3}),
+    Case("itp_bom_before_header", itp(good_itp(3), header="\ufeff" + ITP_HEADER), 0,
+         rows={"bronze/itp_jobs": 3}, reasons={"quarantine/itp_jobs": []}, read={"itp_jobs": 3}),
+    Case("itp_crlf_lines", itp([r + "\r" for r in good_itp(3)]), 0, rows={"bronze/itp_jobs": 3}, read={"itp_jobs": 3}),
+    Case("itp_short_row", itp([*good_itp(2), f"{job_id(9)},9,600"]), 0, rows={"bronze/itp_jobs": 2},
+         reasons={"quarantine/itp_jobs": [["expected 4 fields, found 3"]]}, read={"itp_jobs": 3}),
+    Case("itp_not_a_number", itp([*good_itp(2), f"{job_id(9)},9,soon,1"]), 0, rows={"bronze/itp_jobs": 2},
+         reasons={"quarantine/itp_jobs": [["duration: 'soon' is not a valid bigint"]]}, read={"itp_jobs": 3}),
+    Case("itp_duplicate_ids", itp([*good_itp(2), good_itp(1)[0]]), 0, rows={"bronze/itp_jobs": 1},
+         reasons={"quarantine/itp_jobs": [["column_values_to_be_unique(job_id)"]] * 2}, read={"itp_jobs": 3}),
+    Case("itp_wrong_header", itp(good_itp(2), header="id,submitted,duration,gpus"), 2, "does not match"),
+    Case("itp_truncated_archive", _truncated, 2, "truncated or corrupt archive"),
+    Case("itp_member_escapes_archive", _traversal, 2, "escapes the archive with '..'"),
+    Case("itp_good_file_then_all_bad", _good_then_all_bad, 0, rows={"bronze/itp_jobs": 0, "silver/jobs": 0},
+         reasons={"quarantine/itp_jobs": [["column_values_to_be_in_set(num_gpu)"]] * 3}),
+    Case("itp_key_arrives_later_from_another_file", _key_arrives_from_another_file, 0, rows={"bronze/itp_jobs": 3},
+         reasons={"quarantine/itp_jobs": [["key already stored from raw-traces.tar.gz!cluster01.csv, a file not in this "
+                                           "run: ingest both together to move it"]]}),
+    Case("itp_lake_path_is_under_a_file", _lake_under_a_file, 2, "is not writable: Not a directory"),
+    # ---- Zeus
+    Case("zeus_non_finite_numbers", zeus([TRAIN_ROW], [
+        "cifar100,shufflenetv2,64,adadelta,100,inf,90", "cifar100,shufflenetv2,64,adadelta,125,20,nan",
+        "cifar100,shufflenetv2,64,adadelta,150,20,1e400", POWER_OK]), 0,
+        rows={"bronze/zeus_power": 1, "gold/zeus_time_energy_to_accuracy": 1},
+        reasons={"quarantine/zeus_power": sorted([["time_per_epoch: 'inf' is not a finite number"],
+                                                  ["average_power: 'nan' is not a finite number"],
+                                                  ["average_power: '1e400' is not a finite number"]])},
+        read={"zeus_power": 4}),
+    Case("zeus_files_that_do_not_join", zeus([TRAIN_ROW], ["imagenet,resnet50,64,adadelta,100,20,90"]), 0,
+         rows={"bronze/zeus_train": 1, "bronze/zeus_power": 1, "gold/zeus_time_energy_to_accuracy": 0}),
+    Case("zeus_header_only", zeus([], []), 3, "bronze.zeus_train: critical expectation(s) failed"),
+    Case("zeus_latin1_bytes", files({"summary_train.csv": (TRAIN_HEADER + "\n").encode() + "café,x,1,a,1,1,1,1\n".encode("latin-1")},
+                                    ["ingest", "zeus", "--raw", "{raw}"]), 2, "summary_train.csv: not UTF-8 text"),
+    Case("zeus_learning_rate_text", zeus([TRAIN_ROW, "cifar100,shufflenetv2,64,adadelta,fast,1,0.5,3"], None), 0,
+         rows={"bronze/zeus_train": 1}, reasons={"quarantine/zeus_train": [["learning_rate: 'fast' is not a valid double"]]},
+         read={"zeus_train": 2}),
+    Case("zeus_extra_column", zeus([TRAIN_ROW, TRAIN_ROW.replace("adadelta,1e-1", "adadelta,1e-2") + ",9"], None), 0,
+         rows={"bronze/zeus_train": 1}, reasons={"quarantine/zeus_train": [["expected 8 fields, found 9"]]},
+         read={"zeus_train": 2}),
+    Case("zeus_wrong_power_header", files({"summary_power_a40.csv": POWER_HEADER.replace("power_limit", "limit") + "\n" + POWER_OK + "\n"},
+                                          ["ingest", "zeus", "--raw", "{raw}"]), 2, "does not match"),
+    Case("zeus_bad_file_found_late_writes_nothing",
+         files({"summary_train.csv": f"{TRAIN_HEADER}\n{TRAIN_ROW}\n",
+                "summary_power_a40.csv": POWER_HEADER.replace("power_limit", "limit") + "\n" + POWER_OK + "\n"},
+               ["ingest", "zeus", "--raw", "{raw}"]), 2, "summary_power_a40.csv: header",
+         rows={"bronze/zeus_train": 0, "bronze/zeus_power": 0}),
+    Case("zeus_negative_power", zeus(None, [POWER_OK, "cifar100,shufflenetv2,64,adadelta,200,20,-5"]), 0,
+         rows={"bronze/zeus_power": 1}, reasons={"quarantine/zeus_power": [["column_values_to_be_between(average_power)"]]},
+         read={"zeus_power": 2}),
+    Case("zeus_raw_is_a_file", _raw_is_a_file, 2, "is a file, not a folder"),
+    Case("zeus_raw_missing", _cli("ingest", "zeus", "--raw", "/nonexistent/zeus"), 2, "raw folder /nonexistent/zeus does not exist"),
+    # ---- AcmeTrace
+    Case("acme_release_root_as_cloned", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n"}, ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_jobs": 1, "silver/jobs": 1}, read={"acme_jobs": 1}),
+    Case("acme_header_only", files({ACME_JOBS: SEREN_HEADER + "\n"}, ["ingest", "acme", "--raw", "{raw}"]), 3,
+         "bronze.acme_jobs: critical expectation(s) failed"),
+    Case("acme_unknown_state", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n{SEREN_ROW.replace('5778432', '5778433').replace('FAILED', 'EXPLODED')}\n"},
+                                     ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_jobs": 1}, reasons={"quarantine/acme_jobs": [["state_known"]]}, read={"acme_jobs": 2}),
+    Case("acme_bad_timestamp", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n{SEREN_ROW.replace('5778432', '5778433').replace('2023-03-01 00:18:22+08:00', 'yesterday')}\n"},
+                                     ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_jobs": 1}, reasons={"quarantine/acme_jobs": [["submit_time: 'yesterday' is not a valid timestamp"]]},
+         read={"acme_jobs": 2}),
+    Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
+    # ---- Zhejiang
+    Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",
+                                                             [10**9, 10**9, -(10**6), 10**9]),
+                                                   ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_port_counters": 4, "silver/zj_port_rates": 4}, read={"zj_port_counters": 4}),
+    Case("zj_row_of_another_port_in_a_file", files(port_file("Leaf-1_41.csv", "FourHundredGigE1/0/40", [10**9, 10**9]),
+                                                   ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_port_counters": 0},
+         reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 2}, read={"zj_port_counters": 2}),
+    Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
+                                                      ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "a GPU leaf has no port FourHundredGigE1/0/70"),
+    Case("zj_breakout_lane_on_a_400g_port", files(port_file("Leaf-1_40_1.csv", "TwoHundredGigE1/0/40:1", [10**9]),
+                                                  ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "a GPU leaf has no port TwoHundredGigE1/0/40:1"),
+    Case("zj_nic_file_with_one_sample", _hourly_one_nic_sample, 0, rows={"bronze/zj_nic": 1, "silver/zj_nic_rates": 0},
+         read={"zj_nic": 1}),
+    Case("zj_log_ends_before_first_iteration", files(task_folder(LOG_HEAD), ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_task_pods": 1, "bronze/zj_task_log_events": 2, "silver/zj_task_iterations": 0},
+         read={"zj_task_pods": 3, "zj_task_log_events": 2}),
+    Case("zj_log_with_gbk_and_binary_lines",
+         files(task_folder("\n".join([*LOG_HEAD, ON_LOG.format(s=10, i=1)]).encode() + b"\n" + "训练开始".encode("gbk")
+                           + b"\n\x00\xff\xfe garbage\n" + ON_LOG.format(s=20, i=2).encode() + b"\n"),
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_task_log_events": 4, "silver/zj_task_iterations": 2}, read={"zj_task_log_events": 6}),
+    Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                                       ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
+    Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                                              ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052405"]), 2,
+         "no hour folder 2024052405"),
+    Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
+         rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
+    # ---- CLI
+    Case("query_delete_is_refused", _query("DELETE FROM bronze.itp_jobs WHERE num_gpu = 1"), 2, "query is read-only: DELETE"),
+    Case("query_insert_overwrite_is_refused", _query("INSERT OVERWRITE bronze.itp_jobs SELECT * FROM bronze.itp_jobs"), 2,
+         "query is read-only: INSERT"),
+    Case("query_cte_insert_is_refused", _query("WITH t AS (SELECT 1) INSERT INTO bronze.x SELECT * FROM t"), 2,
+         "query is read-only: INSERT"),
+    Case("query_two_statements_are_refused", _query("SELECT 1; DROP TABLE bronze.itp_jobs"), 2, "one statement at a time"),
+    Case("query_select_runs", _query("SELECT 40 + 2 AS answer"), 0, stdout="answer\n42"),
+    Case("unknown_command_is_one_line", _cli("ingst", "itp"), 2, "invalid choice: 'ingst'"),
+    Case("unknown_profile_is_one_line", _cli("tables", "--profile", "fast"), 2, "invalid choice: 'fast'"),
+    Case("unreachable_connect_url", _cli("tables", "--profile", "connect", "--connect-url", "sc://127.0.0.1:9"), 2,
+         "cannot reach Spark Connect at sc://127.0.0.1:9"),
+    Case("describe_unknown_table", _cli("describe", "bronze.nope"), 2, "bronze.nope"),
+]

@@ -1,0 +1,59 @@
+"""Every case of the bad-input corpus (cases.py) through the CLI, as a user runs it: the exit
+code, the one-line message, the rows of each table, the quarantine reasons, rows read = kept +
+quarantined, and that every table of the lake still reads afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cases import CASES
+from conftest import SHARED_DATA
+from deltalake import DeltaTable
+from helpers import tracelake
+
+from tracelake.schema import LAYERS
+
+
+def lake_tables(lake: Path) -> dict[str, DeltaTable]:
+    """Every committed table of a lake, by `layer/table`; opening one is the check that it reads."""
+    found = {}
+    for layer in LAYERS:
+        for log in sorted((lake / layer).glob("*/_delta_log")):
+            if any(log.glob("*.json")):
+                found[f"{layer}/{log.parent.name}"] = DeltaTable(str(log.parent))
+    return found
+
+
+def rows(tables: dict[str, DeltaTable], name: str) -> int:
+    return tables[name].to_pyarrow_table().num_rows if name in tables else 0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_outcome(case, tmp_path):
+    if case.name == "zj_real_task_without_workbook" and not (SHARED_DATA / "zhejiang" / "taskinfo").is_dir():
+        pytest.skip(f"real Zhejiang task folder not found at {SHARED_DATA / 'zhejiang' / 'taskinfo'}")
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    raw.mkdir()
+    runs = case.write(raw)
+    for args in runs:
+        if args[0] not in ("describe",) and "--lake" not in args:
+            args = [*args, "--lake", str(lake)]
+        done = tracelake(*args)
+    last_line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    assert done.returncode == case.rc, done.stderr[-2000:]
+    if case.message is not None:
+        assert case.message in last_line, done.stderr[-2000:]
+        assert last_line.startswith("tracelake") and "Traceback" not in done.stderr
+    if case.stdout is not None:
+        assert case.stdout in done.stdout
+    tables = lake_tables(lake)  # opening each: every table still reads
+    for table in tables.values():
+        table.to_pyarrow_table()
+    for name, expected in case.rows.items():
+        assert rows(tables, name) == expected, name
+    for name, expected in case.reasons.items():
+        got = sorted(r for r in tables[name].to_pyarrow_table().column("reasons").to_pylist()) if name in tables else []
+        assert got == sorted(expected), name
+    for table, written in case.read.items():  # no row is silently dropped
+        assert rows(tables, f"bronze/{table}") + rows(tables, f"quarantine/{table}") == written, table

@@ -1,0 +1,139 @@
+"""Faults around the inputs: concurrent writers, re-runs, odd lake paths, leftovers of killed
+runs, Ctrl-C and kill -9. All through the CLI in its own processes, as a user meets them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from corpus import good_itp
+from deltalake import DeltaTable
+from helpers import ITP_HEADER, tracelake, write_archive
+from test_corpus import lake_tables
+
+CLI = [sys.executable, "-m", "tracelake.cli"]
+ENV = {**os.environ, "RUST_LOG": "error"}
+
+
+def _itp_raw(folder: Path, n: int) -> Path:
+    write_archive(folder / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(n)])})
+    return folder
+
+
+def _versions(lake: Path) -> dict[str, int]:
+    return {name: table.version() for name, table in lake_tables(lake).items()}
+
+
+def test_two_concurrent_ingests_of_one_source_never_duplicate(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 60), tmp_path / "lake"
+    args = [*CLI, "ingest", "itp", "--raw", str(raw), "--lake", str(lake)]
+    both = [subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in both]
+    assert [rc for rc, _ in outcomes] == [0, 0], outcomes
+    jobs = DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table()
+    assert (jobs.num_rows, len(set(jobs.column("job_id").to_pylist()))) == (60, 60)
+    again = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert again.returncode == 0, again.stderr
+
+
+def test_an_identical_rerun_writes_no_new_version_of_any_table(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 5), tmp_path / "lake"
+    (raw / "raw-traces.tar.gz").write_bytes((raw / "raw-traces.tar.gz").read_bytes())
+    first = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert first.returncode == 0, first.stderr
+    before = _versions(lake)
+    second = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert second.returncode == 0, second.stderr
+    after = _versions(lake)
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed == {"ops/quality_results"}  # the run's own record is the only new version
+
+
+@pytest.mark.parametrize("folder", ["a lake", "100%lake", "lake#1", "湖 lake"])
+def test_lake_paths_with_spaces_percent_hash_and_non_ascii(tmp_path, folder):
+    raw, lake = _itp_raw(tmp_path / "raw", 4), tmp_path / folder
+    done = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["raw", folder])  # no encoded sibling folders
+    assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 4
+    counted = tracelake("query", "SELECT count(*) AS n FROM bronze.itp_jobs", "--lake", str(lake))
+    assert counted.stdout.split() == ["n", "4"], counted.stderr
+
+
+def test_stale_staging_of_a_killed_run_is_removed(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 2), tmp_path / "lake"
+    stale = lake / "_staging" / "20240101T000000Z-deadbeef"
+    (stale / "leftover").mkdir(parents=True)
+    other = lake / "_staging" / "keep-me.txt"  # not a run folder: left alone
+    other.write_text("x")
+    done = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (lake / "_staging").iterdir()) == ["keep-me.txt"]
+
+
+def test_a_table_folder_with_an_empty_delta_log_is_named_and_skipped(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 3), tmp_path / "lake"
+    assert tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake)).returncode == 0
+    (lake / "bronze" / "broken" / "_delta_log").mkdir(parents=True)
+    listed = tracelake("tables", "--lake", str(lake))
+    assert listed.returncode == 0, listed.stderr
+    assert "bronze.broken is not a table" in listed.stderr
+    names = [line.split(",")[0] for line in listed.stdout.splitlines()[1:]]
+    assert "bronze.itp_jobs" in names and "bronze.broken" not in names
+    counted = tracelake("query", "SELECT count(*) AS n FROM bronze.itp_jobs", "--lake", str(lake))
+    assert counted.stdout.split() == ["n", "3"]
+
+
+def _start_ingest(raw: Path, lake: Path) -> subprocess.Popen:
+    return subprocess.Popen([*CLI, "ingest", "itp", "--raw", str(raw), "--lake", str(lake)], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_first_table(lake: Path, process: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if list((lake / "bronze").glob("*/_delta_log/*.json")):
+            return
+        time.sleep(0.05)
+
+
+def test_ctrl_c_ends_a_run_within_seconds_leaving_committed_versions(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake"
+    process = _start_ingest(raw, lake)
+    _wait_for_first_table(lake, process)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    rc = process.wait(timeout=30)
+    assert time.monotonic() - started < 10
+    assert rc in (0, 130), process.stderr.read()  # 0 only if the run had just finished
+    for table in lake_tables(lake).values():
+        table.to_pyarrow_table()
+    rerun = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert rerun.returncode == 0, rerun.stderr
+    assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 3000
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.5, 1.5])
+def test_kill_9_mid_ingest_leaves_readable_tables_and_a_rerun_converges(tmp_path, delay_s):
+    raw, lake, clean = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake", tmp_path / "clean"
+    process = _start_ingest(raw, lake)
+    _wait_for_first_table(lake, process)
+    time.sleep(delay_s)
+    process.kill()
+    process.wait(timeout=30)
+    for table in lake_tables(lake).values():
+        table.to_pyarrow_table()  # every table is all-old or all-new
+    assert tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake)).returncode == 0
+    assert tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(clean)).returncode == 0
+    for name in ("bronze/itp_jobs", "silver/jobs", "gold/jobs_duration_comparison"):
+        got = DeltaTable(str(lake / name)).to_pyarrow_table().drop_columns(
+            [c for c in ("ingest_run_id", "ingest_ts") if c in DeltaTable(str(lake / name)).schema().to_arrow().names])
+        want = DeltaTable(str(clean / name)).to_pyarrow_table().drop_columns(
+            [c for c in ("ingest_run_id", "ingest_ts") if c in DeltaTable(str(clean / name)).schema().to_arrow().names])
+        assert got.sort_by([(c, "ascending") for c in got.column_names[:3]]).equals(
+            want.sort_by([(c, "ascending") for c in want.column_names[:3]])), name
