@@ -1,0 +1,64 @@
+# Databricks notebook source
+# MAGIC %md
+# MAGIC # tracelake: characterization and slow iterations
+# MAGIC
+# MAGIC Reads the gold tables of a lake: the job characterization across traces, and for one
+# MAGIC Zhejiang task (widget `task_id`, empty = the task with the most slow iterations) its
+# MAGIC iteration durations with the slow ones and the network suspect that explains them.
+
+# COMMAND ----------
+
+dbutils.widgets.text("lake", "", "lake root")
+dbutils.widgets.text("profile", "spark", "engine profile")
+dbutils.widgets.text("task_id", "", "Zhejiang task (empty: the slowest)")
+
+lake = dbutils.widgets.get("lake").strip() or None
+profile = dbutils.widgets.get("profile").strip() or "spark"
+task_id = dbutils.widgets.get("task_id").strip()
+
+# COMMAND ----------
+
+import matplotlib.pyplot as plt
+
+from tracelake.config import load_config
+from tracelake.engine import start_engine
+from tracelake.lake import register_all
+
+config = load_config(profile=profile, overrides={"lake_root": lake})
+engine = start_engine(config)
+tables = register_all(engine.spark, config)
+sql = engine.spark.sql
+
+# COMMAND ----------
+
+characterization = sql(
+    "SELECT trace, cluster, sum(jobs) AS jobs, round(sum(gpu_hours), 1) AS gpu_hours "
+    "FROM gold.jobs_characterization GROUP BY trace, cluster ORDER BY trace, cluster"
+).toPandas()
+display(characterization)
+figure, axis = plt.subplots(figsize=(7, 3))
+axis.bar(characterization["trace"] + "/" + characterization["cluster"], characterization["gpu_hours"])
+axis.set_ylabel("GPU-hours")
+axis.set_title("GPU time per trace and cluster")
+figure.tight_layout()
+display(figure)
+
+# COMMAND ----------
+
+if not task_id:
+    task_id = sql("SELECT task_id FROM gold.zj_task_network_summary ORDER BY slow_iterations DESC LIMIT 1").first()[0]
+steps = sql(
+    "SELECT iteration, duration_s, is_slow, suspect_reason FROM gold.zj_iteration_network "
+    f"WHERE task_id = '{task_id}' ORDER BY iteration"
+).toPandas()
+slow = steps[steps["is_slow"]]
+figure, axis = plt.subplots(figsize=(9, 3))
+axis.plot(steps["iteration"], steps["duration_s"], linewidth=0.8, label="iteration time")
+axis.scatter(slow["iteration"], slow["duration_s"], color="red", s=10, label="slow")
+axis.set_xlabel("iteration")
+axis.set_ylabel("seconds")
+axis.set_title(f"task {task_id}")
+axis.legend()
+figure.tight_layout()
+display(figure)
+display(slow.groupby("suspect_reason").size().rename("slow iterations").reset_index())
