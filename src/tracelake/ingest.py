@@ -31,6 +31,7 @@ from tracelake.reader import (
     check_header,
     parse_lines,
     read_raw_lines,
+    stage,
 )
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
 
@@ -68,12 +69,7 @@ class TableStats:
 
 def _materialize(spark: SparkSession, df: DataFrame, run: Run, name: str) -> DataFrame:
     """Parse once: later counts, GX queries and the MERGE read the same stored rows."""
-    path = run.staging / f"{name}.parquet"
-    df.write.mode("overwrite").parquet(str(path))
-    stored = spark.read.parquet(str(path))
-    if stored.columns != df.columns:  # Sail writes no file for zero rows: the read has no columns
-        return spark.createDataFrame([], df.schema)
-    return stored
+    return stage(df, run.staging / f"{name}.parquet")
 
 
 def quality_rows(
@@ -122,18 +118,26 @@ def _warnings(results: list[RuleResult]) -> tuple[str, ...]:
 
 
 def split_by_gate(
-    spark: SparkSession, good: DataFrame, quarantined: dict[str, list[str]]
+    spark: SparkSession, good: DataFrame, gate: GateOutcome
 ) -> tuple[DataFrame, DataFrame]:
-    """(kept, set aside with reasons) from the row ids the quarantine rules named."""
-    if not quarantined:  # the common case: no join, no extra scan
+    """(kept, set aside with reasons): rows a quarantine rule rejects, by its column (no row id
+    reaches the driver) or, for the rule types GX alone evaluates, by the ids it named."""
+    if not gate.sets_rows_aside:  # the common case: no join, no extra scan
         return good, good.limit(0).withColumn("reasons", F.array().cast("array<string>"))
-    reasons = spark.createDataFrame(
-        [(rid, sorted(set(ids))) for rid, ids in quarantined.items()],
-        f"{ROW_ID} string, reasons array<string>",
-    )
-    kept = good.join(reasons, ROW_ID, "left_anti")
-    set_aside = good.join(reasons, ROW_ID, "inner")
-    return kept, set_aside
+    parts = [F.when(column, F.lit(ident)) for ident, column in gate.rejected_by.items()]
+    reasons = F.array_compact(F.array(*parts)) if parts else F.array().cast("array<string>")
+    tagged = good.select("*", reasons.alias("reasons"))
+    if gate.quarantined:
+        named = spark.createDataFrame(
+            [(rid, sorted(set(ids))) for rid, ids in gate.quarantined.items()],
+            f"{ROW_ID} string, _named array<string>",
+        )
+        tagged = tagged.join(named, ROW_ID, "left").select(
+            *good.columns, F.concat(F.col("reasons"), F.coalesce(F.col("_named"), F.array().cast("array<string>")))
+            .alias("reasons"))
+    tagged = tagged.select(*good.columns, F.array_sort(F.array_distinct(F.col("reasons"))).alias("reasons"))
+    set_aside = F.size(F.col("reasons")) > 0
+    return tagged.filter(~set_aside).select(*good.columns), tagged.filter(set_aside)
 
 
 def file_partitions(files: list[RawFile], schema: TableSchema) -> tuple[tuple, ...] | None:
@@ -202,7 +206,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
     results to ops.quality_results; returns what happened to every row read."""
     schema, gate, files = prepared.schema, prepared.gate, prepared.files
     data_cols = [c.name for c in schema.data_columns]
-    kept, set_aside = split_by_gate(spark, prepared.good, gate.quarantined)
+    kept, set_aside = split_by_gate(spark, prepared.good, gate)
     partitions = file_partitions(files, schema)
     part_cols = tuple(c for c in schema.columns if c.name in schema.partition_by)
     q_schema = quarantine_schema(schema.table, part_cols)

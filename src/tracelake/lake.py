@@ -16,7 +16,9 @@ count and row fingerprint) is not written again: an identical re-run makes no co
 
 from __future__ import annotations
 
+import shutil
 import sys
+import uuid
 from functools import reduce
 from pathlib import Path
 
@@ -190,6 +192,7 @@ def merge_by_key(
     if _is_disjoint(spark, path, schema, df, source_files):
         _append(df, schema, path)  # same result as the MERGE, at a fraction of the cost
         return
+    heal_duplicate_keys(spark, config, schema, path, df)
     view = _temp_view(conform(df, schema))
     on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in schema.keys)
     compared = [c.name for c in schema.data_columns] + ["source_file"]
@@ -204,6 +207,29 @@ def merge_by_key(
         f"WHEN NOT MATCHED THEN INSERT *{delete}"
     ).collect()
     spark.catalog.dropTempView(view)
+
+
+def heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchema, path: str, df: DataFrame) -> bool:
+    """A key stored twice (left by two writers racing before the lake lock existed) would stay
+    twice forever: a MERGE updates every copy. When a key of the incoming rows has copies, the
+    table is rewritten with one row per key, in one commit of its own, before the MERGE."""
+    keys = list(schema.keys)
+    target = spark.read.format("delta").load(path)
+    touched = target.join(df.select(*keys).distinct(), keys, "left_semi")
+    if not touched.groupBy(*keys).count().filter("count > 1").limit(1).collect():
+        return False
+    print(f"tracelake: warning: {schema.full_name} holds keys more than once; keeping one row per key",
+          file=sys.stderr)
+    staged = f"{config.staging_dir.rstrip('/')}/heal-{uuid.uuid4().hex[:8]}"
+    target.dropDuplicates(keys).write.mode("overwrite").parquet(staged)  # read it all before replacing it
+    healed = spark.read.parquet(staged)
+    writer = _fenced(healed, schema).write.format("delta").mode("overwrite")
+    if schema.partition_by:
+        writer = writer.partitionBy(*schema.partition_by)
+    writer.save(path)
+    if "://" not in staged:
+        shutil.rmtree(staged, ignore_errors=True)
+    return True
 
 
 def replace_by_source(

@@ -2,7 +2,9 @@
 
 Each expectation's `meta.severity` says what a failure does:
   critical   – the run aborts with nothing committed to the target table;
-  quarantine – the failing rows (found through GX's unexpected_index_list) are set aside;
+  quarantine – the failing rows are set aside: found by the rule evaluated as a Spark column
+               (tracelake.rowrules; checked to count what GX counts), or for a rule type it does
+               not cover through GX's unexpected_index_list;
   warning    – recorded in ops.quality_results only.
 The suites are the only place rules live; this module just runs them and routes the outcome.
 """
@@ -11,15 +13,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
 from tracelake.resources import resource_dir
+from tracelake.rowrules import rejects
 
 SEVERITIES = ("critical", "quarantine", "warning")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -41,8 +45,14 @@ class RuleResult:
 @dataclass
 class GateOutcome:
     results: list[RuleResult]
-    # row id -> ids of the quarantine-severity expectations the row failed
+    # row id -> ids of the quarantine-severity expectations the row failed (rules GX names rows for)
     quarantined: dict[str, list[str]]
+    # expectation id -> column true for the rows it rejects (rules evaluated where the rows are)
+    rejected_by: dict[str, Column] = field(default_factory=dict)
+
+    @property
+    def sets_rows_aside(self) -> bool:
+        return bool(self.quarantined or self.rejected_by)
 
     @property
     def critical_failures(self) -> list[RuleResult]:
@@ -190,11 +200,27 @@ def run_gate(df: DataFrame, suite: dict[str, Any], row_id_column: str | None) ->
     if other_rules:
         for raw in runner.run(df, other_rules, {"result_format": "SUMMARY"}):
             results.append(_to_rule_result(raw, by_id)[0])
-    if row_rules:
+    columns = {expectation_id(e): rejects(e) for e in row_rules}
+    ours = [e for e in row_rules if columns[expectation_id(e)] is not None]
+    by_gx = [e for e in row_rules if columns[expectation_id(e)] is None]
+    rejected_by: dict[str, Column] = {}
+    if ours:
+        rules = [_to_rule_result(raw, by_id)[0] for raw in runner.run(df, ours, {"result_format": "SUMMARY"})]
+        counted = _count_rejected(df, {r.expectation_id: columns[r.expectation_id] for r in rules})
+        for rule in rules:
+            if (rule.unexpected_count or 0) != counted[rule.expectation_id]:
+                raise TracelakeError(
+                    f"expectation {rule.expectation_id}: the gate rejects {counted[rule.expectation_id]} rows "
+                    f"where Great Expectations counts {rule.unexpected_count}; nothing was written"
+                )
+            results.append(rule)
+            if counted[rule.expectation_id]:
+                rejected_by[rule.expectation_id] = columns[rule.expectation_id]
+    if by_gx:
         if row_id_column is None:
             raise TracelakeError(f"suite {suite.get('name')}: quarantine rules need a row id column")
         fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_id_column]}
-        for raw in runner.run(df, row_rules, fmt):
+        for raw in runner.run(df, by_gx, fmt):
             rule, result = _to_rule_result(raw, by_id)
             results.append(rule)
             if rule.success and not rule.unexpected_count:
@@ -212,4 +238,12 @@ def run_gate(df: DataFrame, suite: dict[str, Any], row_id_column: str | None) ->
         total = df.count()
         results = [_with_rate(r, total) if r.element_count is None and r.unexpected_count is not None
                    else r for r in results]
-    return GateOutcome(results=results, quarantined=quarantined)
+    return GateOutcome(results=results, quarantined=quarantined, rejected_by=rejected_by)
+
+
+def _count_rejected(df: DataFrame, columns: dict[str, Column]) -> dict[str, int]:
+    """Rows each rule rejects, all rules in one scan (window columns are projected first)."""
+    names = list(columns)
+    flags = df.select(*[columns[n].cast("int").alias(f"_r{i}") for i, n in enumerate(names)])
+    row = flags.agg(*[F.coalesce(F.sum(f"_r{i}"), F.lit(0)) for i in range(len(names))]).first()
+    return {n: int(row[i]) for i, n in enumerate(names)}

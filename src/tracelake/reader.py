@@ -98,6 +98,16 @@ def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchem
     return union_all(frames).filter(F.col("raw_line") != F.lit(header))
 
 
+def stage(df: DataFrame, path: str | Path) -> DataFrame:
+    """Write `df` to Parquet at `path` and read it back, so later queries read stored rows. With
+    zero rows Sail writes no file and the read-back has no columns: the schema is kept then."""
+    df.write.mode("overwrite").parquet(str(path))
+    stored = df.sparkSession.read.parquet(str(path))
+    if stored.columns != df.columns:
+        return df.sparkSession.createDataFrame([], df.schema)
+    return stored
+
+
 def union_all(frames: list[DataFrame]) -> DataFrame:
     """Union as a balanced tree: a left-deep chain of ~350 unions crashes the Sail server."""
     while len(frames) > 1:

@@ -90,6 +90,15 @@ def _hourly_one_nic_sample(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _hourly_header_only(raw: Path) -> list[list[str]]:
+    source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_flow.csv"
+    header = source.read_text(encoding="utf-8-sig").splitlines()[0]
+    target = raw / "trafficinfo" / "2024052412" / "2024052412_flow.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text(header + "\n", encoding="utf-8")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)',
             "[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] starting"]
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
@@ -179,6 +188,11 @@ CASES = [
     Case("zj_breakout_lane_on_a_400g_port", files(port_file("Leaf-1_40_1.csv", "TwoHundredGigE1/0/40:1", [10**9]),
                                                   ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port TwoHundredGigE1/0/40:1"),
+    Case("zj_port_file_header_only", files({"trafficinfo/2024052400/NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825/Leaf-1_40.csv":
+                                            "SaveTime,SaveTimeUTC,DeviceName,PortName,InPkts,InOctets,OutPkts,OutOctets,InRatio,OutRatio\n"},
+                                           ["ingest", "zhejiang", "--raw", "{raw}"]), 3,
+         "bronze.zj_port_counters: critical expectation(s) failed: table_row_count_to_be_between"),
+    Case("zj_flow_file_header_only", _hourly_header_only, 3, "bronze.zj_flow: critical expectation(s) failed"),
     Case("zj_nic_file_with_one_sample", _hourly_one_nic_sample, 0, rows={"bronze/zj_nic": 1, "silver/zj_nic_rates": 0},
          read={"zj_nic": 1}),
     Case("zj_log_ends_before_first_iteration", files(task_folder(LOG_HEAD), ["ingest", "zhejiang", "--raw", "{raw}"]), 0,

@@ -137,3 +137,26 @@ def test_kill_9_mid_ingest_leaves_readable_tables_and_a_rerun_converges(tmp_path
             [c for c in ("ingest_run_id", "ingest_ts") if c in DeltaTable(str(clean / name)).schema().to_arrow().names])
         assert got.sort_by([(c, "ascending") for c in got.column_names[:3]]).equals(
             want.sort_by([(c, "ascending") for c in want.column_names[:3]])), name
+
+
+def test_duplicate_keys_left_by_an_old_race_are_healed_by_the_next_ingest(tmp_path):
+    from deltalake import write_deltalake
+
+    raw, lake = _itp_raw(tmp_path / "raw", 5), tmp_path / "lake"
+    assert tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake)).returncode == 0
+    bronze = lake / "bronze" / "itp_jobs"
+    write_deltalake(str(bronze), DeltaTable(str(bronze)).to_pyarrow_table(), mode="append")  # every key twice
+    assert DeltaTable(str(bronze)).to_pyarrow_table().num_rows == 10
+    again = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert again.returncode == 0, again.stderr
+    assert "bronze.itp_jobs holds keys more than once; keeping one row per key" in again.stderr
+    jobs = DeltaTable(str(bronze)).to_pyarrow_table()
+    assert (jobs.num_rows, len(set(jobs.column("job_id").to_pylist()))) == (5, 5)
+
+
+def test_the_losing_side_of_a_commit_race_says_to_retry():
+    from tracelake.cli import _one_line
+
+    message = _one_line(RuntimeError("Delta error: Failed to commit transaction: 0"))
+    assert message == ("another writer committed to a table of this run first (Delta commit conflict); "
+                       "this run's write of it was not committed: retry")

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from tracelake.errors import TracelakeError
+from tracelake.ingest import split_by_gate
 from tracelake.quality import expectation_id, load_suite, run_gate
 
 pytestmark = pytest.mark.portable
@@ -31,11 +32,14 @@ def test_row_rules_name_the_rows_and_others_only_record(spark):
     df = _frame(spark, [("a", 1, 700, "r1"), ("b", 3, 650, "r2"), ("c", 2, 500, "r3"),
                         ("c", 2, 2000, "r4"), ("d", 8, 601, "r5")])
     outcome = run_gate(df, SUITE, "_row_id")
-    assert outcome.quarantined == {
+    assert outcome.quarantined == {}  # the rules are evaluated where the rows are: no row id in the driver
+    kept, set_aside = split_by_gate(spark, df, outcome)
+    assert {r._row_id: r.reasons for r in set_aside.collect()} == {
         "r2": ["column_values_to_be_in_set(num_gpu)"],
         "r3": ["column_values_to_be_unique(job_id)"],
         "r4": ["column_values_to_be_unique(job_id)"],
     }
+    assert sorted(r._row_id for r in kept.collect()) == ["r1", "r5"]
     by_id = {r.expectation_id: r for r in outcome.results}
     assert [r.expectation_id for r in outcome.results] == [
         "table_row_count_to_be_between", "column_values_to_be_in_set(num_gpu)",
@@ -53,7 +57,7 @@ def test_row_rules_name_the_rows_and_others_only_record(spark):
 def test_critical_failure_is_reported(spark):
     outcome = run_gate(_frame(spark, []), SUITE, "_row_id")
     assert [r.expectation_id for r in outcome.critical_failures] == ["table_row_count_to_be_between"]
-    assert outcome.quarantined == {}
+    assert (outcome.quarantined, outcome.rejected_by) == ({}, {})
 
 
 def test_table_level_rule_cannot_quarantine(spark):

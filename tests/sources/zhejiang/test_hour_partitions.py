@@ -152,3 +152,24 @@ def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
                        "--lake", str(lake))
     assert [r[0] for r in rows(counts.stdout)[1:]] == list(HOURS)
     assert sum(int(r[1]) for r in rows(counts.stdout)[1:]) == _data_lines(raw)
+
+
+def test_an_hour_with_a_tenth_of_its_rows_bad_reconciles(engine, spark, config, tmp_path):
+    """Every tenth data line names another switch than its folder: the quarantine rule
+    device_matches_folder sets exactly those aside (evaluated as a column, no row id collected),
+    and rows read = kept + quarantined."""
+    raw = _hour(tmp_path, HOURS[0], seed=31)
+    bad = 0
+    for path in sorted(raw.rglob("*.csv")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i in range(1, len(lines), 10):
+            lines[i] = lines[i].replace("Leaf-1.GPU.S9825", "Leaf-99.GPU.S9825")
+            bad += 1
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    [stats] = [s for s in run_ingest(engine, config, "zhejiang", str(raw)) if s.table == "bronze.zj_port_counters"]
+    total = _data_lines(raw)
+    assert (stats.rows_read, stats.rows_quarantined, stats.rows_kept) == (total, bad, total - bad)
+    quarantine = _table(spark, config, "quarantine", "zj_port_counters")
+    reasons = quarantine.groupBy(F.col("reasons").cast("string").alias("r")).count().collect()
+    assert [(r.r, r["count"]) for r in reasons] == [("[device_matches_folder]", bad)]
+    assert _table(spark, config, "bronze", "zj_port_counters").count() == total - bad

@@ -46,6 +46,7 @@ from tracelake.reader import (
     check_header,
     raw_field,
     split_fields,
+    stage,
     type_fields,
     union_all,
 )
@@ -270,12 +271,11 @@ def _verified_csv_read(
     with ThreadPoolExecutor(max_workers=1) as pool:
         counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): data_lines(f) for f in files})
         try:
-            type_fields(_csv_fields(spark, files, schema), schema, lean=True).write.mode("overwrite").parquet(str(path))
+            staged = stage(type_fields(_csv_fields(spark, files, schema), schema, lean=True), path)
         except Exception as exc:  # noqa: BLE001 - any failure here is retried line by line
             log.info("%s: CSV read failed, parsing line by line: %s", schema.full_name, str(exc)[:300])
             return None
         expected = {key: n for key, n in counting.result().items() if n > 0}
-    staged = spark.read.parquet(str(path))
     got = {(r["source_file"], r["port_name"]): r["count"]
            for r in staged.groupBy("source_file", "port_name").count().collect()}
     if got != expected:

@@ -1,0 +1,114 @@
+"""The lake grows: generate and ingest Zhejiang hours one at a time into ONE lake, each raw hour
+deleted after its ingest, then re-ingest a middle hour as a scheduler's retry would. Prints per
+hour the CLI's wall time and peak RSS (its own process: parse, gate, Delta, rates, correlation),
+and rows and files per table; asserts nothing.
+
+    python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR]
+
+Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
+re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "bronze/zj_nic",
+          "bronze/zj_link", "bronze/zj_port_minute", "gold/zj_iteration_network")
+CLI = [sys.executable, "-m", "tracelake.cli"]
+
+
+def run_measured(args: list[str]) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS GB, exit code, stderr tail) of one CLI process."""
+    started = time.perf_counter()
+    process = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "RUST_LOG": "error"})
+    _, status, usage = os.wait4(process.pid, 0)
+    stderr = process.stderr.read()
+    return time.perf_counter() - started, usage.ru_maxrss / 1024 / 1024, os.waitstatus_to_exitcode(status), stderr[-500:]
+
+
+def per_hour_rows(lake: Path, table: str) -> Counter:
+    """Rows per hour_cst from the Delta log's file statistics (no data read)."""
+    path = lake / table
+    if not (path / "_delta_log").is_dir():
+        return Counter()
+    import pyarrow as pa
+
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
+    hours = actions.get("partition.hour_cst") or ["-"] * len(actions["num_records"])
+    counts: Counter = Counter()
+    for hour, n in zip(hours, actions["num_records"]):
+        counts[hour] += n or 0
+    return counts
+
+
+def table_line(lake: Path) -> str:
+    parts = []
+    for table in TABLES:
+        path = lake / table
+        if (path / "_delta_log").is_dir():
+            files = len(DeltaTable(str(path)).file_uris())
+            parts.append(f"{table.split('/')[1]}={sum(per_hour_rows(lake, table).values())}r/{files}f")
+    return " ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--ports", choices=("all", "monitored"), default="all")
+    parser.add_argument("--tasks", type=int, default=2)
+    parser.add_argument("--start", default="2024052400")
+    parser.add_argument("--work", help="work folder (default: a temp folder, removed at the end)")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="zj_growth_"))
+    raw, lake = work / "raw", work / "lake"
+    start = datetime.strptime(args.start, "%Y%m%d%H")
+    hours = [(start + timedelta(hours=i)).strftime("%Y%m%d%H") for i in range(args.hours)]
+    world = ["generate", "zhejiang", "--out", str(raw), "--hours", str(args.hours), "--start", args.start,
+             "--tasks", str(args.tasks), "--ports", args.ports]
+    print(f"# {args.hours} hours, ports={args.ports}, tasks={args.tasks}, work={work}")
+    print("hour        gen_s  ingest_s  peak_GB  rc  tables (rows r / files f)")
+    walls: list[float] = []
+
+    def one_hour(hour: str, label: str) -> float:
+        started = time.perf_counter()
+        generated = subprocess.run([*CLI, *world, "--only-hour", hour], capture_output=True, text=True)
+        gen_s = time.perf_counter() - started
+        if generated.returncode != 0:
+            sys.exit(f"generate {hour} failed: {generated.stderr[-500:]}")
+        wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--hours", hour, "--lake", str(lake)])
+        shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
+        print(f"{label:<11} {gen_s:5.1f}  {wall:8.1f}  {peak:7.2f}  {rc:2d}  {table_line(lake)}", flush=True)
+        if rc != 0:
+            print(f"  error: {err.strip().splitlines()[-1] if err.strip() else rc}")
+        return wall
+
+    for hour in hours:
+        walls.append(one_hour(hour, hour))
+    middle = hours[len(hours) // 2]
+    before = {t: per_hour_rows(lake, t) for t in TABLES}
+    again = one_hour(middle, f"{middle}*")
+    after = {t: per_hour_rows(lake, t) for t in TABLES}
+    changed = sorted({h for t in TABLES for h in set(before[t]) | set(after[t]) if before[t][h] != after[t][h]})
+    print(f"\nre-ingest of {middle}: {again:.1f} s = {again / (sum(walls[1:]) / max(1, len(walls) - 1)):.2f}x a new hour;"
+          f" hours whose rows changed: {changed or 'none'}")
+    if len(walls) >= 2:
+        print(f"last hour / second hour wall: {walls[-1] / walls[1]:.2f}x (target <= 1.2)")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
