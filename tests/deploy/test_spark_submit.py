@@ -54,8 +54,12 @@ def submitted(tmp_path_factory):
         tables = tracelake("tables", "--profile", "connect", "--lake", str(lake), env={"SPARK_REMOTE": url})
         maint = run([sys.executable, "-c", MAINTAIN, str(lake / "bronze" / "itp_jobs"), str(lake)],
                     env={"TRACELAKE_CONNECT_URL": url})
+        query = tracelake("query", "SELECT count(*) AS n FROM bronze.itp_jobs", "--profile", "connect",
+                          "--lake", str(lake), env={"SPARK_REMOTE": url})
+        maintain = tracelake("maintain", "bronze.zeus_train", "--profile", "connect", "--lake", str(lake),
+                             env={"SPARK_REMOTE": url})
     yield {"raw_itp": raw_itp, "raw_zeus": raw_zeus, "lake": lake, "runs": runs, "tables": tables,
-           "maint": maint}
+           "maint": maint, "query": query, "maintain": maintain}
 
 
 MAINTAIN = """
@@ -178,3 +182,13 @@ def test_jvm_write_failure_shows_root_cause_and_fix():
                                 _Java("java.io.IOException", "No space left on device")))
     assert explain_engine_error(other) == "java.io.IOException: No space left on device"
     assert explain_engine_error(ValueError("x")) is None
+
+
+def test_query_and_maintain_commands_on_a_sail_server(submitted):
+    query, maintain = submitted["query"], submitted["maintain"]
+    assert query.returncode == 0, query.stderr[-2000:]
+    assert query.stdout.split() == ["n", str(len(submitted["runs"][1]["rows"]["bronze.itp_jobs"]))]
+    assert maintain.returncode == 0, maintain.stderr[-2000:]
+    header, row = list(csv.reader(io.StringIO(maintain.stdout)))[:2]
+    assert header == ["table", "version", "last_operation", "files_before", "files_after"]
+    assert row[0] == "bronze.zeus_train" and row[3] == row[4]  # history only: nothing compacted
