@@ -1,5 +1,6 @@
 """Airflow 3 DAGs for tracelake: one ingest DAG per source, an hourly Zhejiang DAG that ingests
-the run's own hour, and a report DAG scheduled by the tables it reads.
+the traffic of the run's own hour (the daily zhejiang DAG brings the workbook and task logs), and
+a report DAG scheduled by the tables it reads.
 
 How a worker runs tracelake: the CLI of a separate virtualenv, named by the Airflow Variable
 `tracelake_venv` (default /opt/tracelake/.venv). Airflow and tracelake never share an

@@ -18,12 +18,15 @@ TRAFFIC_PARTS = (ports, hourly)  # the parts that read trafficinfo/<hour>/
 
 
 def plan(raw_dir: Path, staging: Path, hours: str | None = None) -> list[TableInput]:
-    """Every part's inputs; with `hours` (`H` or `FROM..TO`, CST folder names) the traffic parts
-    read only those hour folders, and the workbook and task folders are read as always (an
-    unchanged one commits nothing)."""
-    chosen = parse_hours(hours) if hours else None
+    """Every part's inputs; with `hours` (`H` or `FROM..TO`, CST folder names) only the traffic of
+    those hour folders: an hourly run then changes only time partitions, so the derived tables are
+    rebuilt for those hours (and the tasks they touch) alone. The workbook and the task folders are
+    ingested by a run without --hours (e.g. a daily one)."""
+    if hours:
+        chosen = parse_hours(hours)
+        return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
     inputs = [item for part in PARTS if part not in TRAFFIC_PARTS for item in part.plan(raw_dir, staging)]
-    inputs += [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
+    inputs += [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, None)]
     if not inputs:
         raise TracelakeError(f"{raw_dir}: no Zhejiang files (cluster_2000_A100.xlsx, trafficinfo/, taskinfo/)")
     return inputs
