@@ -2,10 +2,13 @@
 embedded engine versus DuckDB unpivoting the same files, in one run so the ratio is visible.
 Prints figures; asserts nothing.
 
-    python bench/acme_utilization.py [--size-gb 1.0] [--seed 0] [--no-breakdown] [--keep DIR]
+    python bench/acme_utilization.py [--size-gb 1.0] [--width 2000] [--seed 0] [--no-breakdown] [--keep DIR]
 
-Files are generated (acme/generate_util.py) into a temp dir at about --size-gb, in a child
-process so the generator's memory is not counted. Then, in this process:
+Files are generated (tracelake.sources.acme.synth.utilization) into a temp dir at about
+--size-gb, in a child process so the generator's memory is not counted. --width is the number
+of GPU columns of a Seren DCGM file (the release's are ~2,000: 250 nodes x 8 GPUs; Kalos has half
+the nodes); the sampling interval is then chosen to reach the size. Without --width, the
+generator's scale sets both (narrow files: 4 x scale nodes). Then, in this process:
   * parse only (--no-breakdown skips it): the utilization parser written to Parquet, the part
     that is comparable to DuckDB's unpivot;
   * tracelake ingest: pipeline.run_ingest(engine, config, "acme", raw) on the local profile
@@ -41,7 +44,8 @@ from tracelake.sources.acme.utilization import plan  # noqa: E402
 
 PILOT_SCALE = 4.0
 GENERATE = "import sys; from pathlib import Path; from tracelake.sources.acme.synth.utilization import generate; " \
-           "generate(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]))"
+           "generate(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), *[int(a) or None for a in sys.argv[4:]])"
+PILOT_INTERVAL = 3600
 
 
 class RssSampler:
@@ -86,19 +90,38 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.csv"))
 
 
-def _generate(out: Path, scale: float, seed: int) -> None:
-    subprocess.run([sys.executable, "-c", GENERATE, str(out), str(scale), str(seed)], check=True)
+def _widest(raw: Path) -> int:
+    """Fields of the widest header line among the files."""
+    widest = 0
+    for path in raw.rglob("*.csv"):
+        with open(path, encoding="utf-8") as fh:
+            widest = max(widest, fh.readline().count(",") + 1)
+    return widest
 
 
-def generate_at_size(work: Path, size_gb: float, seed: int) -> tuple[Path, float, float]:
-    """Files of about size_gb: size grows with scale^2, so one pilot run fixes the scale."""
+def _generate(out: Path, scale: float, seed: int, nodes: int = 0, interval: int = 0) -> None:
+    subprocess.run([sys.executable, "-c", GENERATE, str(out), str(scale), str(seed), str(nodes), str(interval)],
+                   check=True)
+
+
+def generate_at_size(work: Path, size_gb: float, seed: int, width: int | None) -> tuple[Path, float, float]:
+    """Files of about size_gb. Narrow (no width): size grows with scale^2, so one pilot run fixes
+    the scale. At a width: size grows with 1/interval, so a pilot at an hourly interval fixes it."""
     pilot = work / "pilot"
     start = time.perf_counter()
-    _generate(pilot, PILOT_SCALE, seed)
-    scale = PILOT_SCALE * (size_gb * 1e9 / _du(pilot)) ** 0.5
-    shutil.rmtree(pilot)
     raw = work / "raw"
-    _generate(raw, scale, seed)
+    if width is None:
+        _generate(pilot, PILOT_SCALE, seed)
+        scale = PILOT_SCALE * (size_gb * 1e9 / _du(pilot)) ** 0.5
+        shutil.rmtree(pilot)
+        _generate(raw, scale, seed)
+    else:
+        nodes = max(1, width // 8)
+        _generate(pilot, 1.0, seed, nodes, PILOT_INTERVAL)
+        interval = max(15, round(PILOT_INTERVAL * _du(pilot) / (size_gb * 1e9)))
+        shutil.rmtree(pilot)
+        scale = 0.0
+        _generate(raw, scale, seed, nodes, interval)
     return raw, scale, time.perf_counter() - start
 
 
@@ -153,6 +176,7 @@ def duckdb_unpivot(raw: Path, work: Path) -> tuple[int, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-gb", type=float, default=1.0)
+    parser.add_argument("--width", type=int, help="GPU columns of a Seren DCGM file (the release's: ~2000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-breakdown", action="store_true", help="skip the parse-only phase")
     parser.add_argument("--keep", help="generate into this folder and keep it (reused if present)")
@@ -163,12 +187,13 @@ def main() -> None:
             raw, scale, gen_s = Path(args.keep), json.loads(
                 (Path(args.keep) / "utilization" / "manifest.json").read_text())["scale"], 0.0
         else:
-            raw, scale, gen_s = generate_at_size(work, args.size_gb, args.seed)
+            raw, scale, gen_s = generate_at_size(work, args.size_gb, args.seed, args.width)
             if args.keep:
                 shutil.copytree(raw, args.keep, dirs_exist_ok=True)
         manifest = json.loads((raw / "utilization" / "manifest.json").read_text())
         print(f"input: {_gb(_du(raw))} of CSV in {sum(1 for _ in raw.rglob('*.csv'))} files "
-              f"(scale {scale:.1f}: {manifest['nodes']} nodes/cluster, every {manifest['interval_s']} s; "
+              f"(scale {scale:.1f}: {manifest['nodes']} Seren nodes, every {manifest['interval_s']} s, widest file "
+              f"{_widest(raw):,} columns; "
               f"generated in {gen_s:.0f} s); cells {manifest['bronze.acme_utilization']['cells']:,} "
               f"utilization + {manifest['bronze.acme_power']['cells']:,} power", flush=True)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)

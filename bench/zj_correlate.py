@@ -8,15 +8,14 @@ ports its tasks use; here the port writer is asked for every port, with the worl
 
 Each phase runs in its own process, so its peak RSS (the in-process Sail server included) is
 its own:
-  ingest     tracelake's zhejiang ingest, one run per traffic hour into its own lake (the
-             first also takes the workbook and the task). In one lake, a second full hour is
-             appended (86 s, 11.3 GB peak, because silver.zj_port_rates is rebuilt over both
-             hours), but re-running an hour into a two-hour lake runs out of memory in the
-             MERGE on this 23 GB machine; so each hour keeps its own lake here.
-  combine    the task tables of the first lake and the network tables of the first 1, 2, 4
-             hours' lakes appended into one lake (a bench shortcut, not timed as correlation);
-  correlate  silver.zj_task_paths, gold.zj_iteration_network, gold.zj_task_network_summary
-             computed from that lake and written to Parquet: the correlation step alone.
+  ingest     tracelake's zhejiang ingest into ONE lake, hour by hour: the first run takes the
+             workbook, the task and the first traffic hour; each later run is `--hours H`, as
+             the hourly schedule runs it (traffic only; the correlation of the task is updated
+             incrementally for the hours that changed);
+  correlate  after 1, 2, 4 hours: silver.zj_task_paths, gold.zj_iteration_network and
+             gold.zj_task_network_summary for the task, computed from that one lake, reading
+             only the task's hours (hour_cst partitions) of the network tables, written to
+             Parquet: the correlation step alone, as a whole-task rebuild.
 Prints wall time and peak memory, and recall/precision of the suspects against the ground truth.
 
     python bench/zj_correlate.py [--hours 1 2 4] [--work DIR] [--keep]
@@ -101,8 +100,6 @@ def generate_world(raw: Path, hours: int) -> None:
 
 # ---------------------------------------------------------------- the measured phases
 
-TASK_TABLES = ("silver.zj_task_ranks", "silver.zj_task_iterations", "silver.zj_task_paths")
-NETWORK_TABLES = ("silver.zj_port_rates", "bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link")
 
 
 def _engine(lake: Path):
@@ -118,7 +115,7 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def phase_ingest(raw: Path, lake: Path) -> dict:
+def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
     from tracelake.pipeline import run_ingest
 
     engine, config = _engine(lake)
@@ -131,35 +128,20 @@ def phase_ingest(raw: Path, lake: Path) -> dict:
         steps[label] = time.perf_counter() - t
 
     t = time.perf_counter()
-    stats = run_ingest(engine, config, "zhejiang", str(raw), step)
+    stats = run_ingest(engine, config, "zhejiang", str(raw), step, hours=hour)
     wall = time.perf_counter() - t
     engine.stop()
     return {"wall_s": wall, "peak_mb": _peak_mb(), "steps": steps, "rows": {s.table: s.rows_read for s in stats}}
-
-
-def phase_combine(lakes: list[Path], target: Path) -> dict:
-    """One lake with the task tables of the first hour's lake and the network tables of all,
-    appended hour by hour (a bench shortcut: see main)."""
-    engine, config = _engine(target)
-    spark = engine.spark
-    t = time.perf_counter()
-    for name in TASK_TABLES + NETWORK_TABLES:
-        layer, table = name.split(".")
-        sources = lakes[:1] if name in TASK_TABLES else lakes
-        for n, lake in enumerate(sources):
-            frame = spark.read.format("delta").load(str(lake / layer / table))
-            frame.write.format("delta").mode("overwrite" if n == 0 else "append").save(str(target / layer / table))
-    wall = time.perf_counter() - t
-    engine.stop()
-    return {"wall_s": wall, "peak_mb": _peak_mb()}
 
 
 def phase_correlate(lake: Path, out: Path) -> dict:
     """The correlation tables from the lake (paths from the task tables, the gold table from
     the paths and the network tables, the summary from the gold table), each computed and
     written to Parquet once: the correlation step alone, without the quality gate."""
+    from pyspark.sql import functions as F
+
     from tracelake.lake import read_tables
-    from tracelake.sources.zhejiang.correlate import NETWORK_INPUTS
+    from tracelake.sources.zhejiang.correlate import NETWORK_INPUTS, task_hours
     from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
 
     engine, config = _engine(lake)
@@ -174,6 +156,9 @@ def phase_correlate(lake: Path, out: Path) -> dict:
 
     ranks, iterations, *network = read_tables(spark, config, "silver.zj_task_ranks", "silver.zj_task_iterations",
                                               *NETWORK_INPUTS)
+    span = iterations.agg(F.min("start_ts"), F.max("end_ts")).first()
+    hours = sorted(task_hours(span[0], span[1]))  # the task's hours only: partition pruning
+    network = [frame.filter(F.col("hour_cst").isin(hours)) for frame in network]
     paths = timed("paths", task_paths(ranks, iterations))
     gold = timed("iteration_network", iteration_network(paths, iterations, *network))
     summary = timed("summary", task_network_summary(gold))
@@ -219,19 +204,15 @@ def _run_phase(*args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def hour_parts(raw: Path, parts: Path) -> list[Path]:
-    """One raw folder per traffic hour (links); the workbook and the task go with the first."""
-    hours = sorted(p for p in (raw / "trafficinfo").iterdir() if p.is_dir())
-    folders = []
-    for n, hour in enumerate(hours):
-        part = parts / hour.name
-        (part / "trafficinfo").mkdir(parents=True)
-        (part / "trafficinfo" / hour.name).symlink_to(hour)
-        if n == 0:
-            for name in ("cluster_2000_A100.xlsx", "taskinfo"):
-                (part / name).symlink_to(raw / name)
-        folders.append(part)
-    return folders
+def first_part(raw: Path, part: Path) -> tuple[Path, list[str]]:
+    """A raw folder (links) with the workbook, the task and the first traffic hour, for the first
+    full ingest; and every traffic hour of the release, in order."""
+    hours = sorted(p.name for p in (raw / "trafficinfo").iterdir() if p.is_dir())
+    (part / "trafficinfo").mkdir(parents=True)
+    (part / "trafficinfo" / hours[0]).symlink_to(raw / "trafficinfo" / hours[0])
+    for name in ("cluster_2000_A100.xlsx", "taskinfo"):
+        (part / name).symlink_to(raw / name)
+    return part, hours
 
 
 def main() -> None:
@@ -239,15 +220,13 @@ def main() -> None:
     parser.add_argument("--hours", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--phase", choices=["ingest", "combine", "correlate"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["ingest", "correlate"], help=argparse.SUPPRESS)
+    parser.add_argument("--hour", help=argparse.SUPPRESS)
     parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--lake", type=Path, nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase == "ingest":
-        print(json.dumps(phase_ingest(args.raw, args.lake[0])))
-        return
-    if args.phase == "combine":
-        print(json.dumps(phase_combine(args.lake[1:], args.lake[0])))
+        print(json.dumps(phase_ingest(args.raw, args.lake[0], args.hour)))
         return
     if args.phase == "correlate":
         print(json.dumps(phase_correlate(args.lake[0], args.lake[0] / "_bench")))
@@ -261,26 +240,23 @@ def main() -> None:
     files = sum(1 for _ in (raw / "trafficinfo").glob("*/*/*.csv"))
     print(f"zj correlate bench in {work} (local profile): one 4-host task over a day, {max(args.hours)} h of "
           f"counters for all 24 switches, {files:,} per-port files, generated in {time.perf_counter() - t:.0f} s")
-    lakes = []
-    for n, part in enumerate(hour_parts(raw, work / "world" / "parts"), start=1):
-        lake = work / "world" / f"lake-hour{n}"
-        done = _run_phase("--phase", "ingest", "--raw", str(part), "--lake", str(lake))
-        lakes.append(lake)
+    lake = work / "world" / "lake"
+    first, hours = first_part(raw, work / "world" / "first")
+    for n, hour in enumerate(hours, start=1):
+        source, only = (first, None) if n == 1 else (raw, hour)
+        done = _run_phase("--phase", "ingest", "--raw", str(source), "--lake", str(lake), *(["--hour", only] if only else []))
         slow = ", ".join(f"{k.split(':')[0]} {v:.0f} s" for k, v in done["steps"].items() if v >= 5)
-        print(f"  ingest of hour {n}: {done['wall_s']:6.1f} s, peak {done['peak_mb']:6.0f} MB, "
+        print(f"  ingest of hour {n} into the one lake: {done['wall_s']:6.1f} s, peak {done['peak_mb']:6.0f} MB, "
               f"{done['rows'].get('bronze.zj_port_counters', 0):,} counter rows ({slow})")
-    for hours in args.hours:
-        target = work / "world" / f"lake-{hours}h"
-        shutil.rmtree(target, ignore_errors=True)
-        combined = _run_phase("--phase", "combine", "--lake", str(target), *map(str, lakes[:hours]))
-        corr = _run_phase("--phase", "correlate", "--lake", str(target))
+        if n not in args.hours:
+            continue
+        corr = _run_phase("--phase", "correlate", "--lake", str(lake))
         rows = corr["rows"]
-        print(f"\n{hours} h of counters ({rows['counter_rows']:,} rate rows; lake assembled in "
-              f"{combined['wall_s']:.0f} s), {rows['iteration_network']:,} iterations "
-              f"({rows['with_data']:,} with data), {rows['paths']} path ports")
+        print(f"\n{n} h of counters in the lake ({rows['counter_rows']:,} rate rows of the task's hours), "
+              f"{rows['iteration_network']:,} iterations ({rows['with_data']:,} with data), {rows['paths']} path ports")
         print(f"  correlate  {corr['wall_s']:6.1f} s  peak {corr['peak_mb']:6.0f} MB  ("
               + ", ".join(f"{k} {v:.1f} s" for k, v in corr["steps"].items()) + ")")
-        print(f"  suspects   {score(raw, target / '_bench' / 'iteration_network', hours)}")
+        print(f"  suspects   {score(raw, lake / '_bench' / 'iteration_network', n)}\n")
     if not args.keep:
         shutil.rmtree(work / "world", ignore_errors=True)
         if args.work is None:

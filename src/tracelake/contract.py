@@ -17,13 +17,13 @@ from pyspark.sql import DataFrame, SparkSession
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.lake import read_tables
-from tracelake.reader import RawFile, Staged
+from tracelake.reader import Checked, RawFile
 from tracelake.schema import TableSchema, load_schema
 
 # (spark, files, schema) -> frame with the parser contract (reader.finish): the schema's data
 # columns, source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>,
-# empty = good); wrapped in Staged when the parser has materialized it itself
-Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged]
+# empty = good); a Checked when it is a fast parse to be trusted only after a check
+Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked]
 Build = Callable[[SparkSession, Config], DataFrame | None]
 Partitions = tuple[tuple, ...]
 # (spark, config, changed partitions of the inputs that changed) -> (the new rows of the output

@@ -22,17 +22,19 @@ from pyspark.sql import functions as F
 from tracelake import lake
 from tracelake.config import Config
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.quality import GateOutcome, RuleResult, load_suite, run_gate
+from tracelake.quality import GateOutcome, RuleResult, expectation_id, load_suite, run_gate
 from tracelake.reader import (
     PARSE_ERRORS,
     ROW_ID,
+    Checked,
     RawFile,
-    Staged,
     check_header,
     parse_lines,
     read_raw_lines,
+    settle,
     stage,
 )
+from tracelake.rowrules import rejects
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
 
 PARSE_EXPECTATION = "tracelake_parse"
@@ -172,24 +174,61 @@ class PreparedTable:
     parse_failed: int
 
 
+def _row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
+    """({flag column: expectation} for the quarantine rules evaluated as columns, whether any
+    other quarantine rule needs GX and so the rows' ids)."""
+    flags, by_gx = {}, False
+    for exp in suite.get("expectations", []):
+        if exp["meta"]["severity"] != "quarantine":
+            continue
+        if rejects(exp) is None:
+            by_gx = True
+        else:
+            flags[f"_q{len(flags)}"] = exp
+    return flags, by_gx
+
+
+def _staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], row_ids: bool) -> DataFrame:
+    """What is staged of a parse, in the pass that stores it: the typed columns, each quarantine
+    rule's rejects as a flag column (evaluated on the rows that parsed), and the raw line and
+    values only for rows that failed or were flagged (building them for every row costs more
+    than the parse; a rule GX evaluates needs them all, and the row ids)."""
+    failed = F.size(F.col(PARSE_ERRORS)) > 0
+    flag_cols = [F.coalesce(rejects(exp, domain=~failed), F.lit(False)).alias(name) for name, exp in flags.items()]
+    bad = failed
+    for name in flags:
+        bad = bad | F.col(name)
+    keep_raw = F.lit(True) if row_ids else bad
+    data = [c.name for c in schema.data_columns]
+    flagged = parsed.select(*data, "source_file", "raw_line", "raw_values_json", *([ROW_ID] if row_ids else []),
+                            PARSE_ERRORS, *flag_cols)
+    return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
+                          F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
+                          *([ROW_ID] if row_ids else []), PARSE_ERRORS, *flags)
+
+
 def prepare_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged] | None = None,
+    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
 ) -> PreparedTable:
     """Parse and gate one bronze table's files, writing nothing: a run prepares every table
     before it commits the first, so a bad file found late leaves no table of the run half-done.
 
     `parser` turns the files into the parser contract (contract.Parser); the gate is the same for
-    every source. A critical rule raises here, with its results recorded."""
+    every source. The parse is stored once, with the quarantine rules' verdicts; counts and the
+    gate read the stored rows. A critical rule raises here, with its results recorded."""
     schema = load_schema(table)
-    result = (parser or parse_delimited)(spark, files, schema)
-    parsed = result.frame if isinstance(result, Staged) else _materialize(spark, result, run, table)
+    suite = load_suite(table)
+    flags, by_gx = _row_flags(suite)
+    parsed, _ = settle((parser or parse_delimited)(spark, files, schema), run.staging / f"{table}.parquet",
+                       lambda frame: _staged_form(frame, schema, flags, by_gx))
     failed = F.size(PARSE_ERRORS) > 0
     rows_read, parse_failed = parsed.agg(  # one scan for both counts
         F.count(F.lit(1)), F.coalesce(F.sum(failed.cast("int")), F.lit(0))).first()
     good = parsed.filter(~failed)
     data_cols = [c.name for c in schema.data_columns]
-    gate = run_gate(good.select(*data_cols, ROW_ID), load_suite(table), ROW_ID)
+    gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
+                    ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()})
     gate.results.insert(0, _parse_result(rows_read, parse_failed))
     if gate.critical_failures:
         _record(spark, config, run, table, gate)
@@ -253,7 +292,7 @@ def _split_keys_stored_elsewhere(
 
 def ingest_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Staged] | None = None,
+    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
 ) -> TableStats:
     """Ingest raw files into one bronze table (prepare, then commit)."""
     return commit_table(spark, config, run, prepare_table(spark, config, run, table, files, parser))

@@ -248,7 +248,7 @@ def replace_by_source(
     if compare is not None:  # an identical re-run: the files' rows are already these
         stored = spark.read.format("delta").load(path)
         stored = stored.filter(f"source_file IN ({files})") if files else stored.limit(0)
-        if _fingerprint(stored, compare) == _fingerprint(df, compare):
+        if _unchanged(stored, df, compare):
             return
     delete = f" WHEN NOT MATCHED BY SOURCE AND t.source_file IN ({files}) THEN DELETE" if files else ""
     view = _temp_view(conform(df, schema))
@@ -268,7 +268,7 @@ def overwrite(
     path = config.table_path(schema.layer, schema.table)
     if compare is not None and table_exists(spark, path):
         stored = spark.read.format("delta").load(path)
-        if _fingerprint(stored, compare) == _fingerprint(df, compare):
+        if _unchanged(stored, df, compare):
             register(spark, config, schema.layer, schema.table)
             return False
     writer = conform(df, schema).write.format("delta").mode("overwrite")
@@ -300,6 +300,15 @@ def _fingerprint(df: DataFrame, columns: list[str]) -> tuple:
     return int(row[0]), str(row[1])
 
 
+def _unchanged(stored: DataFrame, df: DataFrame, compare: list[str]) -> bool:
+    """Whether `df` holds the same rows as `stored` (by fingerprint); when nothing is stored, as
+    for a new hour, only whether `df` is empty too (no hash over the new rows)."""
+    before = _fingerprint(stored, compare)
+    if before[0] == 0:
+        return not df.limit(1).collect()
+    return before == _fingerprint(df, compare)
+
+
 def replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
     compare: list[str] | None = None,
@@ -317,7 +326,7 @@ def replace_partitions(
         raise ValueError(f"{schema.full_name}: a row outside the partitions being replaced: {stray[0]}")
     if compare is not None:
         stored = spark.read.format("delta").load(path).filter(where)
-        if _fingerprint(stored, compare) == _fingerprint(df, compare):
+        if _unchanged(stored, df, compare):
             return False
     writer = _fenced(df, schema).write.format("delta").mode("overwrite").option("replaceWhere", where)
     writer.partitionBy(*schema.partition_by).save(path)

@@ -3,16 +3,20 @@
 Each expectation's `meta.severity` says what a failure does:
   critical   – the run aborts with nothing committed to the target table;
   quarantine – the failing rows are set aside: found by the rule evaluated as a Spark column
-               (tracelake.rowrules; checked to count what GX counts), or for a rule type it does
-               not cover through GX's unexpected_index_list;
+               (tracelake.rowrules), or for a rule type it does not cover through GX's
+               unexpected_index_list;
   warning    – recorded in ops.quality_results only.
-The suites are the only place rules live; this module just runs them and routes the outcome.
+The suites are the only place rules live. The types tracelake.rowrules covers (all the project's
+suites use) are evaluated here, with GX's SUMMARY figures (tests/kernel/test_rowrules.py compares
+them with GX's own validation); GX validates any other type, and is imported only then.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
@@ -23,7 +27,7 @@ from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
 from tracelake.resources import resource_dir
-from tracelake.rowrules import rejects
+from tracelake.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 
 SEVERITIES = ("critical", "quarantine", "warning")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -184,43 +188,114 @@ def _to_rule_result(raw: Any, by_id: dict[str, dict]) -> tuple[RuleResult, dict]
 
 
 def _with_rate(rule: RuleResult, total: int) -> RuleResult:
-    percent = 100.0 * rule.unexpected_count / total if total else None
+    percent = rule.unexpected_count / total * 100 if total else None
     return replace(rule, element_count=total, unexpected_percent=percent)
 
 
-def run_gate(df: DataFrame, suite: dict[str, Any], row_id_column: str | None) -> GateOutcome:
-    """Validate `df` against the suite; quarantine rules need `row_id_column` to name rows."""
+def _kwargs_json(expectation: dict[str, Any]) -> str:
+    kwargs = {k: v for k, v in (expectation.get("kwargs") or {}).items() if k not in ("batch_id", "result_format")}
+    return json.dumps(kwargs, sort_keys=True, default=str)
+
+
+def _result(ident: str, exp: dict, success: bool, element: int | None = None, unexpected: int | None = None,
+            percent: float | None = None, observed: str | None = None) -> RuleResult:
+    return RuleResult(ident, exp["type"], _kwargs_json(exp), exp["meta"]["severity"], success,
+                      element, unexpected, percent, observed)
+
+
+def _evaluate(
+    df: DataFrame, rules: dict[str, dict], flagged: Mapping[str, str]
+) -> tuple[list[RuleResult], dict[str, Column]]:
+    """GX's SUMMARY results for the rules rowrules evaluates: every map rule's element, missing
+    and unexpected counts in one scan (window columns projected first), one query per
+    unexpected_rows rule; plus, per quarantine rule that failed rows, its reject column."""
+    maps = {i: e for i, e in rules.items() if e["type"] not in TABLE_RULES}
+    rejected = {i: F.col(flagged[i]) if i in flagged else rejects(e) for i, e in maps.items()}
+    measures = []
+    for n, (ident, exp) in enumerate(maps.items()):
+        domain = in_domain(exp)
+        measures += [domain.cast("int").alias(f"_e{n}"), (domain & missing(exp)).cast("int").alias(f"_m{n}"),
+                     F.coalesce(rejected[ident], F.lit(False)).cast("int").alias(f"_u{n}")]
+    sums = [F.coalesce(F.sum(c), F.lit(0)) for n in range(len(maps)) for c in (f"_e{n}", f"_m{n}", f"_u{n}")]
+    counts = (df.select(*measures) if measures else df).agg(F.count(F.lit(1)), *sums).first()
+    total = int(counts[0])
+    results, rejected_by = [], {}
+    for n, (ident, exp) in enumerate(maps.items()):
+        element, missed, unexpected = (int(v) for v in counts[1 + 3 * n: 4 + 3 * n])
+        success, count, percent = map_summary(exp, element, missed, unexpected)
+        results.append(_result(ident, exp, success, element, count, percent))
+        if unexpected and exp["meta"]["severity"] == "quarantine":
+            rejected_by[ident] = rejected[ident]
+    for ident, exp in rules.items():
+        if exp["type"] == "expect_table_row_count_to_be_between":
+            results.append(_result(ident, exp, row_count_success(exp, total), observed=json.dumps(total)))
+        elif exp["type"] == "unexpected_rows_expectation":
+            found = _query_rows(df, ident, exp["kwargs"]["unexpected_rows_query"])
+            percent = found / total * 100 if total else None
+            results.append(_result(ident, exp, found == 0, total, found, percent, json.dumps(found)))
+    return results, rejected_by
+
+
+def _query_rows(df: DataFrame, ident: str, query: str) -> int:
+    """Rows an unexpected_rows_query returns, with {batch} standing for `df` (as in GX)."""
+    view = f"tracelake_batch_{uuid.uuid4().hex[:12]}"
+    df.createOrReplaceTempView(view)
+    try:
+        return df.sparkSession.sql(query.replace("{batch}", view)).count()
+    except Exception as exc:  # noqa: BLE001 - any engine error: the rule could not run
+        message = str(exc).strip().splitlines()[0][:500] if str(exc).strip() else type(exc).__name__
+        raise TracelakeError(f"expectation {ident} could not run: {message}") from exc
+    finally:
+        df.sparkSession.catalog.dropTempView(view)
+
+
+def run_gate(
+    df: DataFrame, suite: dict[str, Any], row_id_column: str | None, flagged: Mapping[str, str] | None = None,
+) -> GateOutcome:
+    """Validate `df` against the suite. The rule types tracelake.rowrules covers are evaluated
+    here (one scan for all row rules, one query per unexpected_rows rule); GX validates any
+    other type, and names the rows of such a quarantine rule by `row_id_column`. `flagged` maps
+    a quarantine rule's id to a column of `df` that already holds its rejects (computed as the
+    rows were staged), which is then summed instead of evaluated again."""
     expectations = suite.get("expectations", [])
     by_id = {expectation_id(e): e for e in expectations}
-    row_rules = [e for e in expectations if e["meta"]["severity"] == "quarantine"]
-    other_rules = [e for e in expectations if e["meta"]["severity"] != "quarantine"]
-    results: list[RuleResult] = []
+    for ident, exp in by_id.items():
+        if exp["meta"]["severity"] == "quarantine" and exp["type"] in TABLE_RULES:
+            raise TracelakeError(
+                f"expectation {ident} is not row-level and cannot quarantine rows: give it severity warning or critical"
+            )
+    ours = {i: e for i, e in by_id.items() if evaluates(e)}
+    results, rejected_by = _evaluate(df, ours, flagged or {})
     quarantined: dict[str, list[str]] = {}
+    others = [e for i, e in by_id.items() if i not in ours]
+    if others:
+        results += _gx_results(df, others, by_id, row_id_column, quarantined)
+    order = {ident: i for i, ident in enumerate(by_id)}
+    results.sort(key=lambda r: order[r.expectation_id])
+    if any(r.unexpected_count is not None and r.element_count is None for r in results):
+        total = df.count()
+        results = [_with_rate(r, total) if r.element_count is None and r.unexpected_count is not None
+                   else r for r in results]
+    return GateOutcome(results=results, quarantined=quarantined, rejected_by=rejected_by)
+
+
+def _gx_results(
+    df: DataFrame, expectations: list[dict], by_id: dict[str, dict], row_id_column: str | None,
+    quarantined: dict[str, list[str]],
+) -> list[RuleResult]:
+    """Results of the rule types only GX evaluates; the rows a quarantine rule of such a type
+    fails are added to `quarantined` by id (brought to the driver: keep such rules rare)."""
+    results: list[RuleResult] = []
     runner = _runner()
-    if other_rules:
-        for raw in runner.run(df, other_rules, {"result_format": "SUMMARY"}):
-            results.append(_to_rule_result(raw, by_id)[0])
-    columns = {expectation_id(e): rejects(e) for e in row_rules}
-    ours = [e for e in row_rules if columns[expectation_id(e)] is not None]
-    by_gx = [e for e in row_rules if columns[expectation_id(e)] is None]
-    rejected_by: dict[str, Column] = {}
-    if ours:
-        rules = [_to_rule_result(raw, by_id)[0] for raw in runner.run(df, ours, {"result_format": "SUMMARY"})]
-        counted = _count_rejected(df, {r.expectation_id: columns[r.expectation_id] for r in rules})
-        for rule in rules:
-            if (rule.unexpected_count or 0) != counted[rule.expectation_id]:
-                raise TracelakeError(
-                    f"expectation {rule.expectation_id}: the gate rejects {counted[rule.expectation_id]} rows "
-                    f"where Great Expectations counts {rule.unexpected_count}; nothing was written"
-                )
-            results.append(rule)
-            if counted[rule.expectation_id]:
-                rejected_by[rule.expectation_id] = columns[rule.expectation_id]
-    if by_gx:
+    summary = [e for e in expectations if e["meta"]["severity"] != "quarantine"]
+    if summary:
+        results += [_to_rule_result(raw, by_id)[0] for raw in runner.run(df, summary, {"result_format": "SUMMARY"})]
+    by_rows = [e for e in expectations if e["meta"]["severity"] == "quarantine"]
+    if by_rows:
         if row_id_column is None:
-            raise TracelakeError(f"suite {suite.get('name')}: quarantine rules need a row id column")
+            raise TracelakeError("quarantine rules of types the gate does not evaluate need a row id column")
         fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_id_column]}
-        for raw in runner.run(df, by_gx, fmt):
+        for raw in runner.run(df, by_rows, fmt):
             rule, result = _to_rule_result(raw, by_id)
             results.append(rule)
             if rule.success and not rule.unexpected_count:
@@ -232,18 +307,4 @@ def run_gate(df: DataFrame, suite: dict[str, Any], row_id_column: str | None) ->
                 )
             for item in result["unexpected_index_list"]:
                 quarantined.setdefault(item[row_id_column], []).append(rule.expectation_id)
-    order = {ident: i for i, ident in enumerate(by_id)}
-    results.sort(key=lambda r: order[r.expectation_id])
-    if any(r.unexpected_count is not None and r.element_count is None for r in results):
-        total = df.count()
-        results = [_with_rate(r, total) if r.element_count is None and r.unexpected_count is not None
-                   else r for r in results]
-    return GateOutcome(results=results, quarantined=quarantined, rejected_by=rejected_by)
-
-
-def _count_rejected(df: DataFrame, columns: dict[str, Column]) -> dict[str, int]:
-    """Rows each rule rejects, all rules in one scan (window columns are projected first)."""
-    names = list(columns)
-    flags = df.select(*[columns[n].cast("int").alias(f"_r{i}") for i, n in enumerate(names)])
-    row = flags.agg(*[F.coalesce(F.sum(f"_r{i}"), F.lit(0)) for i in range(len(names))]).first()
-    return {n: int(row[i]) for i, n in enumerate(names)}
+    return results

@@ -42,11 +42,30 @@ class RawFile:
 
 
 @dataclass(frozen=True)
-class Staged:
-    """A parser's result it has already materialized (e.g. to verify a fast read before use):
-    ingest takes the frame as it is instead of staging it again."""
+class Checked:
+    """A fast parse that is trusted only once its stored rows pass a check (e.g. a CSV read that
+    may skip a line): ingest stages `frame`, keeps it when `holds(staged)` is true, and otherwise,
+    or when staging it fails, parses again with `fallback()` (exact, slower)."""
 
     frame: DataFrame
+    holds: Callable[[DataFrame], bool]
+    fallback: Callable[[], DataFrame]
+
+
+def settle(
+    parsed: DataFrame | Checked, path: str | Path, project: Callable[[DataFrame], DataFrame] = lambda f: f,
+) -> tuple[DataFrame, bool]:
+    """(the staged rows of `project(parse)`, whether a Checked fast parse held). Staging and the
+    check read the same stored rows, so the fast parse costs one pass when it holds."""
+    if not isinstance(parsed, Checked):
+        return stage(project(parsed), path), False
+    try:
+        staged = stage(project(parsed.frame), path)
+    except Exception:  # noqa: BLE001 - a fast read that cannot finish is parsed again exactly
+        staged = None
+    if staged is not None and parsed.holds(staged):
+        return staged, True
+    return stage(project(parsed.fallback()), path), False
 
 
 def utf8_readable(raw: RawFile, staging: Path) -> RawFile:

@@ -1,11 +1,13 @@
-"""Quarantine rules evaluated where the rows are: each GX expectation of a supported type becomes
-a Spark column that is true for the rows it rejects.
+"""The suites' rules evaluated where the rows are: each GX expectation of a supported type becomes
+a Spark column that is true for the rows it rejects, plus the columns GX's summary counts.
 
 GX names failing rows only through `unexpected_index_list` (result format COMPLETE), which brings
 every failing row id to the driver: an hour of port counters with 10 % bad rows is a million ids
-in Python. The suites stay the single definition of the rules, and GX still produces every result
-in ops.quality_results (in SUMMARY form); these columns only say *which* rows failed, and the gate
-checks that they count exactly what GX counted. The semantics follow GX 1.x on Spark frames:
+in Python; and a GX validation costs seconds per suite (its import alone 3 s a process). The
+suites stay the single definition of the rules; the gate (tracelake.quality) evaluates the types
+listed here itself, all of a suite's row rules in one scan, and produces GX's SUMMARY figures
+(tests/kernel/test_rowrules.py compares them with GX's own validation, rule by rule, on samples
+and on every suite of the project). The semantics follow GX 1.x on Spark frames:
 column-map rules skip null values (not_be_null excepted), a `row_condition` (condition_parser
 `spark`) limits the rows a rule sees, uniqueness marks every copy of a repeated value, and pair
 rules skip the rows their `ignore_row_if` names. A type not listed here returns None, and the gate
@@ -63,11 +65,12 @@ def _pair(a: Column, b: Column, holds: Column, ignore: str, unknown_holds: bool)
     return ~skipped & ~F.coalesce(holds, F.lit(unknown_holds))
 
 
-def rejects(expectation: dict[str, Any]) -> Column | None:
+def rejects(expectation: dict[str, Any], domain: Column | None = None) -> Column | None:
     """A boolean column, true for the rows `expectation` finds unexpected; None when this module
-    does not evaluate its type (the gate then asks GX for the row ids)."""
+    does not evaluate its type (the gate then asks GX for the row ids). `domain` limits the rows
+    the rule sees, as if the others were not there (e.g. rows that failed to parse)."""
     kind, kwargs = expectation["type"], expectation.get("kwargs", {})
-    applies = _condition(kwargs)
+    applies = _condition(kwargs) if domain is None else domain & _condition(kwargs)
     column = F.col(kwargs["column"]) if "column" in kwargs else None
     if kind == "expect_column_values_to_not_be_null":
         failing = column.isNull()
@@ -91,3 +94,63 @@ def rejects(expectation: dict[str, Any]) -> Column | None:
     else:
         return None
     return applies & failing
+
+
+TABLE_RULES = ("expect_table_row_count_to_be_between", "unexpected_rows_expectation")
+_SINGLE_COLUMN = ("expect_column_values_to_be_between", "expect_column_values_to_be_in_set",
+                  "expect_column_values_to_match_regex", "expect_column_values_to_be_unique")
+
+
+def evaluates(expectation: dict[str, Any]) -> bool:
+    """Whether the gate evaluates this expectation itself (else GX does)."""
+    return expectation["type"] in TABLE_RULES or rejects(expectation) is not None
+
+
+def missing(expectation: dict[str, Any]) -> Column:
+    """The rows of a map rule's domain GX skips as missing (its missing_count): null in the
+    column, or as the rule's ignore_row_if says; not_be_null has none (nulls are what it counts)."""
+    kind, kwargs = expectation["type"], expectation.get("kwargs", {})
+    if kind in _SINGLE_COLUMN:
+        return F.col(kwargs["column"]).isNull()
+    if kind == "expect_compound_columns_to_be_unique":
+        cols = [F.col(c).isNull() for c in kwargs["column_list"]]
+        return {"all_values_are_missing": reduce(Column.__and__, cols), "any_value_is_missing": reduce(Column.__or__, cols),
+                "never": F.lit(False)}[kwargs.get("ignore_row_if", "all_values_are_missing")]
+    if kind.startswith("expect_column_pair_values"):
+        a, b = F.col(kwargs["column_A"]).isNull(), F.col(kwargs["column_B"]).isNull()
+        return {"both_values_are_missing": a & b, "either_value_is_missing": a | b,
+                "neither": F.lit(False)}[kwargs.get("ignore_row_if", "both_values_are_missing")]
+    return F.lit(False)
+
+
+def in_domain(expectation: dict[str, Any]) -> Column:
+    """The rows a map rule looks at (its row_condition): GX's element_count counts them."""
+    return _condition(expectation.get("kwargs", {}))
+
+
+_VALUE_RULES = ("expect_column_values_to_not_be_null", "expect_column_values_to_be_between",
+                "expect_column_values_to_be_in_set", "expect_column_values_to_match_regex")
+
+
+def map_summary(
+    expectation: dict[str, Any], element: int, missed: int, unexpected: int
+) -> tuple[bool, int | None, float | None]:
+    """(success, unexpected_count, unexpected_percent) as GX 1.x reports them for a map rule:
+    the percent is of the rows not missing (computed in GX's order, so the floats are equal),
+    `mostly` (default 1) the share of those that must pass; a value rule that saw no row
+    reports no count."""
+    considered = element - missed
+    count = None if element == 0 and expectation["type"] in _VALUE_RULES else unexpected
+    if considered <= 0:
+        return True, count, None
+    mostly = expectation.get("kwargs", {}).get("mostly", 1.0)
+    return (considered - unexpected) / considered >= mostly, count, unexpected / considered * 100
+
+
+def row_count_success(expectation: dict[str, Any], rows: int) -> bool:
+    """expect_table_row_count_to_be_between on a table of `rows` rows."""
+    kwargs = expectation.get("kwargs", {})
+    low, high = kwargs.get("min_value"), kwargs.get("max_value")
+    if low is not None and (rows <= low if kwargs.get("strict_min") else rows < low):
+        return False
+    return not (high is not None and (rows >= high if kwargs.get("strict_max") else rows > high))

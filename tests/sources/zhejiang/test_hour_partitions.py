@@ -17,6 +17,7 @@ from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
+from tracelake.sources.zhejiang.transforms.hourly import nic_rates as hourly_nic_rates
 from tracelake.sources.zhejiang.transforms.ports import port_rates
 
 HOURS = ("2024052400", "2024052401", "2024052402")
@@ -173,6 +174,10 @@ def test_an_hour_with_a_tenth_of_its_rows_bad_reconciles(engine, spark, config, 
     reasons = quarantine.groupBy(F.col("reasons").cast("string").alias("r")).count().collect()
     assert [(r.r, r["count"]) for r in reasons] == [("[device_matches_folder]", bad)]
     assert _table(spark, config, "bronze", "zj_port_counters").count() == total - bad
+    # each set-aside row keeps its line as delivered (kept only for flagged rows when staged)
+    lines = {line for path in raw.rglob("*.csv") for line in path.read_text(encoding="utf-8").splitlines()}
+    stored = [r.raw_line for r in quarantine.select("raw_line").collect()]
+    assert len(stored) == bad and all("Leaf-99.GPU.S9825" in line and line in lines for line in stored)
 
 
 def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full_build(
@@ -201,3 +206,12 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     full = item.build(spark, config)
     stored = _table(spark, config, "gold", "zj_iteration_network")
     assertDataFrameEqual(stored.select(*full.columns), full, checkRowOrder=False)
+    # NIC rates: only hour 2's partition rebuilt, continuing each NIC from its last hour-1 sample
+    assert stats["silver.zj_nic_rates"].partitions == ((hours[1],),)
+    nic_rates = _table(spark, config, "silver", "zj_nic_rates")
+    assertDataFrameEqual(nic_rates, hourly_nic_rates(_table(spark, config, "bronze", "zj_nic")),
+                         checkRowOrder=False, ignoreColumnOrder=True)
+    nics = _table(spark, config, "bronze", "zj_nic").select("device_name", "port_name").distinct().count()
+    crossing = nic_rates.filter((F.col("hour_cst") == hours[1]) & (F.date_format(
+        F.from_utc_timestamp("interval_start", "Asia/Shanghai"), "yyyyMMddHH") == hours[0]))
+    assert nics > 0 and crossing.count() == nics

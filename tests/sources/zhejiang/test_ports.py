@@ -17,7 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
-from tracelake.reader import Staged
+from tracelake.reader import settle
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour
@@ -34,7 +34,7 @@ MGMT = "M-GigabitEthernet0/0/0"
 def _parse(spark, raw_dir: Path):
     [item] = ports.plan(raw_dir, raw_dir / "_staging")
     parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
-    return parsed.frame if isinstance(parsed, Staged) else parsed
+    return settle(parsed, raw_dir / "_staging" / "parsed.parquet")[0]
 
 
 def _write(raw_dir: Path, folder: str, name: str, lines: list[str], newline: str = "\n", bom: str = "") -> Path:
@@ -346,12 +346,12 @@ def test_the_csv_read_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", crlf, newline="\r\n", bom="\ufeff")
     [item] = ports.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
-    fast = item.parser(spark, item.files, schema)
-    assert isinstance(fast, Staged)  # well-formed files take the CSV read
+    fast, held = settle(item.parser(spark, item.files, schema), tmp_path / "_staging" / "fast.parquet")
+    assert held  # well-formed files take the CSV read
     exact = ports.parse_fields(ports._read_lines(spark, item.files, schema), schema)
-    assertDataFrameEqual(fast.frame, exact)
-    assert fast.frame.filter(F.size("_parse_errors") > 0).count() == 0
-    assert fast.frame.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
+    assertDataFrameEqual(fast, exact)
+    assert fast.filter(F.size("_parse_errors") > 0).count() == 0
+    assert fast.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
 
 
 @pytest.mark.portable
@@ -363,8 +363,9 @@ def test_lines_the_csv_read_would_skip_or_split_are_parsed_line_by_line(spark, t
     for case, bad, reason in (("blank", "", "expected 10 fields, found 1"),
                               ("quote", quoted, "expected 10 fields, found 11")):
         [item] = ports.plan(tmp_path / case, tmp_path / case / "_staging")
-        parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
-        assert not isinstance(parsed, Staged), case  # the CSV read dropped or split a line
+        parsed, held = settle(item.parser(spark, item.files, load_schema(ports.TABLE)),
+                              tmp_path / case / "_staging" / "parsed.parquet")
+        assert not held, case  # the CSV read dropped or split a line
         got = parsed.select("raw_line", "_parse_errors")
         expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]
         assertDataFrameEqual(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))

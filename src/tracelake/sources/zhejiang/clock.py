@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 CST = timezone(timedelta(hours=8))
@@ -75,3 +75,15 @@ def format_cst(epoch_s: float, hour_style: str) -> str:
 def shift_hour(hour: str, hours: int) -> str:
     """A CST hour folder name (YYYYMMDDHH) moved by `hours`: the hour before is shift_hour(h, -1)."""
     return f"{datetime.strptime(hour, '%Y%m%d%H') + timedelta(hours=hours):%Y%m%d%H}"
+
+
+def hours_to_rebuild(stored: DataFrame, changed: set[str]) -> tuple[list[str], list[str]]:
+    """For an hourly derived table whose rows continue from the hour before (rates from
+    counters): (the hours to rebuild: the changed ones and each stored hour right after one,
+    whose first rows continue from it; the hours before those, whose last rows they continue
+    from). `stored` is the input table, read for its hour_cst partition values only."""
+    after = sorted({shift_hour(h, 1) for h in changed} - changed)
+    found = stored.filter(F.col("hour_cst").isin(after)).select("hour_cst").distinct().collect()
+    hours = sorted(changed | {r.hour_cst for r in found})
+    before = sorted({shift_hour(h, -1) for h in hours} - set(hours))
+    return hours, before

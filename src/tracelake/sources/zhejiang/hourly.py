@@ -14,14 +14,17 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+from dataclasses import replace
 from datetime import date, datetime, time
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.config import Config
 from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
+from tracelake.lake import read_tables
 from tracelake.reader import (
     RawFile,
     finish,
@@ -32,14 +35,15 @@ from tracelake.reader import (
     union_all,
 )
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.clock import cst_to_utc
+from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
-from tracelake.sources.zhejiang.transforms.hourly import link_wiring, nic_rates
+from tracelake.sources.zhejiang.transforms.hourly import last_samples, link_wiring, nic_rates
 from tracelake.sources.zhejiang.xlsx import read_sheets
 
+NIC_TABLE = "bronze.zj_nic"
 TABLES = {
     "flow": "bronze.zj_flow",
-    "nic": "bronze.zj_nic",
+    "nic": NIC_TABLE,
     "link": "bronze.zj_link",
     "port": "bronze.zj_port_minute",
 }
@@ -224,7 +228,19 @@ def parse_hourly(spark: SparkSession, files: list[RawFile], schema: TableSchema)
 
 # ---------------------------------------------------------------- derived tables
 
+def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+    """The NIC rates of the changed hours and of the stored hour after each (its first interval
+    starts in the changed hour), from those hours' samples plus each NIC's last sample of the
+    hour before; nothing else of the lake is read."""
+    [nic] = read_tables(spark, config, NIC_TABLE)
+    if nic is None:
+        return None
+    hours, before = hours_to_rebuild(nic, {values[0] for values in changed[NIC_TABLE]})
+    earlier = last_samples(nic.filter(F.col("hour_cst").isin(before)))
+    return nic_rates(nic.filter(F.col("hour_cst").isin(hours)), earlier), tuple((h,) for h in hours)
+
+
 DERIVED = [
-    derived("silver.zj_nic_rates", nic_rates, ("bronze.zj_nic",)),
+    replace(derived("silver.zj_nic_rates", nic_rates, (NIC_TABLE,)), rebuild=rebuild_nic_rates),
     derived("silver.zj_link_wiring", link_wiring, ("bronze.zj_link",)),
 ]

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
@@ -41,17 +42,16 @@ from tracelake.lake import read_tables
 from tracelake.reader import (
     COUNT_OK,
     N_FIELDS,
+    Checked,
     RawFile,
-    Staged,
     check_header,
     raw_field,
     split_fields,
-    stage,
     type_fields,
     union_all,
 )
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.clock import shift_hour
+from tracelake.sources.zhejiang.clock import hours_to_rebuild
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates, rates_of
 
@@ -237,8 +237,8 @@ def _csv_fields(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
 
     The reader cannot say which file a row came from (Sail has no input_file_name()); the row's
     own PortName says, by the naming rule (a per-row join with the folder listing costs 8 s an
-    hour, the rule 1.7 s). _verified_csv_read checks every file's rows against its line count
-    and its port before the result is used."""
+    hour, the rule 1.7 s). _csv_read_holds checks every file's rows against its line count
+    and its port once they are stored, before the result is used."""
     raw_schema = ", ".join(f"`{name}` string" for name in schema.raw_header)
     by_folder: dict[str, list[RawFile]] = {}
     for raw in files:
@@ -262,48 +262,44 @@ def _csv_fields(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
     return union_all(frames)
 
 
-def _verified_csv_read(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path
-) -> DataFrame | None:
-    """The fast path's rows, staged, or None unless every file has exactly its own port's rows,
-    as many as it has data lines (counted in a thread while the engine parses)."""
-    path = staging / f"{schema.table}.csv-read.parquet"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): data_lines(f) for f in files})
-        try:
-            staged = stage(type_fields(_csv_fields(spark, files, schema), schema, lean=True), path)
-        except Exception as exc:  # noqa: BLE001 - any failure here is retried line by line
-            log.info("%s: CSV read failed, parsing line by line: %s", schema.full_name, str(exc)[:300])
-            return None
+def _csv_read_holds(files: list[RawFile], counting: Future) -> Callable[[DataFrame], bool]:
+    """The fast path's check of its stored rows: every file has exactly its own port's rows, as
+    many as it has data lines (counted in a thread while the engine parses)."""
+    def holds(staged: DataFrame) -> bool:
         expected = {key: n for key, n in counting.result().items() if n > 0}
-    got = {(r["source_file"], r["port_name"]): r["count"]
-           for r in staged.groupBy("source_file", "port_name").count().collect()}
-    if got != expected:
-        log.info("%s: rows do not match the files' lines, parsing line by line", schema.full_name)
-        return None
-    return staged
+        got = {(r["source_file"], r["port_name"]): r["count"]
+               for r in staged.groupBy("source_file", "port_name").count().collect()}
+        if got != expected:
+            log.info("%s: rows do not match the files' lines, parsing line by line", TABLE)
+        return got == expected
+    return holds
 
 
 def parse_port_files(
     spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None
-) -> DataFrame | Staged:
+) -> DataFrame | Checked:
     """The TableInput parser: header check per file, then the fast path if `staging` is given.
 
     Fast path (measured on the 350 real files: 1.4 s against 4.4 s): Spark's CSV reader, one
-    read per switch folder, staged, then verified: every file must have exactly as many rows
-    attributed to it as it has data lines. Spark's CSV reader skips blank lines and fails the
-    whole read on a line with another number of fields; either way, and whenever a row names a
-    port of another file, the files are parsed again line by line (one text read per file),
-    where each such line is kept with its reason."""
+    read per switch folder, checked once stored (reader.settle): every file must have exactly
+    as many rows attributed to it as it has data lines. Spark's CSV reader skips blank lines and
+    fails the whole read on a line with another number of fields; either way, and whenever a
+    row names a port of another file, the files are parsed again line by line (one text read
+    per file), where each such line is kept with its reason."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
     for raw in files:
         check_header(raw, schema)
-    if staging is not None:
-        fast = _verified_csv_read(spark, files, schema, staging)
-        if fast is not None:
-            return Staged(fast)
-    return parse_fields(_read_lines(spark, files, schema), schema)
+    def exact() -> DataFrame:
+        return parse_fields(_read_lines(spark, files, schema), schema)
+
+    if staging is None:
+        return exact()
+    pool = ThreadPoolExecutor(max_workers=1)
+    counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): data_lines(f) for f in files})
+    pool.shutdown(wait=False)  # the count runs on while the engine parses
+    fast = type_fields(_csv_fields(spark, files, schema), schema, lean=True)
+    return Checked(fast, _csv_read_holds(files, counting), exact)
 
 
 # ---------------------------------------------------------------- derived
@@ -315,11 +311,7 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[D
     [counters] = read_tables(spark, config, TABLE)
     if counters is None:
         return None
-    changed_hours = {values[0] for values in changed[TABLE]}
-    after = sorted({shift_hour(h, 1) for h in changed_hours} - changed_hours)
-    stored = counters.filter(F.col("hour_cst").isin(after)).select("hour_cst").distinct().collect()
-    hours = sorted(changed_hours | {r.hour_cst for r in stored})
-    before = sorted({shift_hour(h, -1) for h in hours} - set(hours))
+    hours, before = hours_to_rebuild(counters, {values[0] for values in changed[TABLE]})
     state = carried_state(counters.filter(F.col("hour_cst").isin(before)))
     rates = rates_of(counters.filter(F.col("hour_cst").isin(hours)), state, hours)
     return rates, tuple((h,) for h in hours)

@@ -12,13 +12,16 @@ quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.config import Config
 from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
+from tracelake.lake import read_tables
 from tracelake.reader import RawFile, finish, union_all, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
@@ -378,9 +381,22 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
+EVENTS_TABLE, ITERATIONS_TABLE = "bronze.zj_task_log_events", "silver.zj_task_iterations"
+
+
+def rebuild_iterations(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+    """The iterations of the tasks whose log events changed, from those tasks' partitions only
+    (every rule of task_iterations works within one task)."""
+    [events] = read_tables(spark, config, EVENTS_TABLE)
+    if events is None:
+        return None
+    tasks = sorted({values[0] for values in changed[EVENTS_TABLE]})
+    return task_iterations(events.filter(F.col("task_id").isin(tasks))), tuple((t,) for t in tasks)
+
+
 DERIVED = [
     # no workbook ingested yet: ranks still get pods and GPUs, NIC columns null
     derived("silver.zj_task_ranks", task_ranks, ("bronze.zj_task_pods", "bronze.zj_task_log_events"),
             optional=("silver.zj_nic_map",)),
-    derived("silver.zj_task_iterations", task_iterations, ("bronze.zj_task_log_events",)),
+    replace(derived(ITERATIONS_TABLE, task_iterations, (EVENTS_TABLE,)), rebuild=rebuild_iterations),
 ]

@@ -10,7 +10,8 @@ CPU utilization above 1.0, and type-B servers without MEM_Power.
 
 `scale` sets both the node count (~4 x scale per cluster) and the sampling rate (every
 3600 / scale s, at least 15 s), so the size grows with scale^2: scale 1 is about 1 MB, scale ~33
-about 1 GB. utilization/manifest.json records, per metric and power file, the non-empty cells
+about 1 GB. `nodes` and `interval` set them apart, for files as wide as the release's (the real
+Seren DCGM files have ~2,000 GPU columns). utilization/manifest.json records, per metric and power file, the non-empty cells
 written, the distinct cells (one per key) and the duplicate cells, for tests to compare.
 """
 
@@ -199,11 +200,14 @@ def _power(out: Path, ips: list[str], interval: int, rng: np.random.Generator) -
     return paths, manifest
 
 
-def generate(out: Path, scale: float, seed: int) -> list[Path]:
-    """Write the utilization files and utilization/manifest.json under `out`."""
+def generate(out: Path, scale: float, seed: int, nodes: int | None = None,
+             interval: int | None = None) -> list[Path]:
+    """Write the utilization files and utilization/manifest.json under `out`. `nodes` (Seren's
+    node count; Kalos has half) and `interval` (s) override what `scale` sets, e.g. the release's
+    width: 250 Seren nodes give DCGM files of 2,000 GPU columns."""
     out = Path(out)
     rng = np.random.default_rng(seed)
-    nodes, interval = sizes(scale)
+    nodes, interval = nodes or sizes(scale)[0], interval or sizes(scale)[1]
     times = np.arange(START, END, interval, dtype=np.int64)
     paths: list[Path] = []
     metrics: dict[str, dict] = {}

@@ -18,18 +18,34 @@ def _seconds_between(start: Column, end: Column) -> Column:
     return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1e6)
 
 
-def nic_rates(nic: DataFrame) -> DataFrame:
+NIC = ["device_name", "port_name"]
+HOUR_FORMAT = "yyyyMMddHH"
+
+
+def nic_rates(nic: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     """One row per pair of consecutive samples of a NIC: deltas and rates of the cumulative
     counters. A counter that went down (a reset) gives null deltas and counter_reset = true
-    rather than a negative rate; a NIC's first sample has no interval and starts none."""
-    by_nic = Window.partitionBy("device_name", "port_name").orderBy("save_time")
-    prev = nic.select(
-        "device_name", "ip", "port_name",
+    rather than a negative rate; a NIC's first sample has no interval and starts none, nor does
+    its first sample after an hour folder without one (no rate averaged over hours).
+
+    `earlier` (last_samples of the hour before `nic`'s rows) continues each NIC's intervals
+    into `nic`'s first samples; only intervals that end in `nic` are returned, so the rates of
+    one hour need that hour's samples and one row per NIC of the hour before."""
+    columns = ["device_name", "ip", "port_name", "save_time", "hour_cst", *NIC_COUNTERS.values()]
+    rows = nic.select(*columns, F.lit(False).alias("_carried"))
+    if earlier is not None:
+        rows = earlier.select(*columns, F.lit(True).alias("_carried")).unionByName(rows)
+    by_nic = Window.partitionBy(*NIC).orderBy("save_time")
+    prev = rows.select(
+        "device_name", "ip", "port_name", "hour_cst", "_carried",
         F.lag("save_time").over(by_nic).alias("interval_start"),
+        F.lag("hour_cst").over(by_nic).alias("_start_hour"),
         F.col("save_time").alias("interval_end"),
         *[F.col(c) for c in NIC_COUNTERS.values()],
         *[F.lag(c).over(by_nic).alias(f"prev_{c}") for c in NIC_COUNTERS.values()],
-    ).filter(F.col("interval_start").isNotNull())
+    )
+    hour_gap = F.unix_timestamp("hour_cst", HOUR_FORMAT) - F.unix_timestamp("_start_hour", HOUR_FORMAT)
+    prev = prev.filter(F.col("interval_start").isNotNull() & ~F.col("_carried") & (hour_gap <= 3600))
     deltas = {out: F.col(c) - F.col(f"prev_{c}") for out, c in NIC_COUNTERS.items()}
     reset = F.greatest(*[F.when(d < 0, F.lit(True)).otherwise(F.lit(False)) for d in deltas.values()])
     seconds = _seconds_between(F.col("interval_start"), F.col("interval_end"))
@@ -40,8 +56,14 @@ def nic_rates(nic: DataFrame) -> DataFrame:
         *[v.alias(k) for k, v in kept.items()],
         (kept["rx_bytes"] * 8 / seconds / 1e9).alias("rx_gbps"),
         (kept["tx_bytes"] * 8 / seconds / 1e9).alias("tx_gbps"),
-        reset.alias("counter_reset"),
+        reset.alias("counter_reset"), "hour_cst",
     )
+
+
+def last_samples(earlier: DataFrame) -> DataFrame:
+    """Each NIC's last sample in `earlier`: all that nic_rates needs of the hours before."""
+    last = earlier.groupBy(*NIC).agg(F.max("save_time").alias("_last"))
+    return earlier.join(last, NIC).filter(F.col("save_time") == F.col("_last")).select(*earlier.columns)
 
 
 def full_port_name(abbreviated: Column) -> Column:
