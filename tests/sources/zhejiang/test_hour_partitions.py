@@ -206,6 +206,23 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     full = item.build(spark, config)
     stored = _table(spark, config, "gold", "zj_iteration_network")
     assertDataFrameEqual(stored.select(*full.columns), full, checkRowOrder=False)
+    # the counter evidence kept per iteration equals one computed from all rates at once, and so
+    # does gold computed from the rate rows themselves
+    from tracelake.sources.zhejiang.transforms.correlate import iteration_counters, iteration_network
+
+    paths, iterations, rates, minutes, flows, links = (
+        _table(spark, config, *name.split(".")) for name in (
+            "silver.zj_task_paths", "silver.zj_task_iterations", "silver.zj_port_rates",
+            "bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link"))
+    counters = _table(spark, config, "silver", "zj_iteration_counters")
+    assert stats["silver.zj_iteration_counters"].partitions == gold.partitions
+    # sums over the same rows in another order: equal within rounding (rounded, so rows sort alike)
+    rounded = lambda f: f.select(*[F.round(c, 6).alias(c) if t == "double" else F.col(c)  # noqa: E731
+                                   for c, t in f.select(*counters.columns).dtypes])
+    assertDataFrameEqual(rounded(counters), rounded(iteration_counters(paths, iterations, rates)), checkRowOrder=False)
+    assertDataFrameEqual(stored.select(*full.columns),
+                         iteration_network(paths, iterations, rates, minutes, flows, links).select(*full.columns),
+                         checkRowOrder=False)
     # NIC rates: only hour 2's partition rebuilt, continuing each NIC from its last hour-1 sample
     assert stats["silver.zj_nic_rates"].partitions == ((hours[1],),)
     nic_rates = _table(spark, config, "silver", "zj_nic_rates")

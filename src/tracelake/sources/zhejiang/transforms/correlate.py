@@ -385,14 +385,31 @@ def _expected(paths: DataFrame) -> DataFrame:
     )
 
 
+def iteration_counters(paths: DataFrame, iterations: DataFrame, rates: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """silver.zj_iteration_counters: counter_evidence of every (iteration, path port). Each row
+    depends only on the rate rows overlapping its iteration, so it is kept as a table and an
+    hourly ingest recomputes only the iterations near its hours (the 0.5 s counters are the
+    one network input too large to read again for every hour of a long task)."""
+    return counter_evidence(port_iterations(paths, iterations), rates, rules)
+
+
 def iteration_network(paths: DataFrame, iterations: DataFrame, rates: DataFrame, minutes: DataFrame,
                       flows: DataFrame, links: DataFrame, rules: Rules = Rules()) -> DataFrame:
-    """gold.zj_iteration_network: one row per (task_id, iteration); rules in the module docstring."""
+    """gold.zj_iteration_network from the network tables: one row per (task_id, iteration);
+    rules in the module docstring."""
+    return network_verdicts(paths, iterations, iteration_counters(paths, iterations, rates, rules),
+                            minutes, flows, links, rules)
+
+
+def network_verdicts(paths: DataFrame, iterations: DataFrame, counters: DataFrame, minutes: DataFrame,
+                     flows: DataFrame, links: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """gold.zj_iteration_network from the counter evidence already computed per (iteration,
+    port) (iteration_counters) and the per-minute network tables."""
     its = with_baseline(iterations, rules)
     pi = port_iterations(paths, iterations)
     task_flows = intra_task_flows(paths, flows)
     flow_it, flow_port = flow_evidence(iterations, task_flows, rules)
-    ev = port_evidence(pi, counter_evidence(pi, rates, rules), minute_evidence(pi, minutes, rules), flow_port, rules)
+    ev = port_evidence(pi, counters, minute_evidence(pi, minutes, rules), flow_port, rules)
     keys = ["task_id", "iteration"]
     out = (its.join(_per_iteration(ev), keys, "left").join(flow_it, keys, "left")
            .join(link_evidence(paths, iterations, links, rules), keys, "left")
