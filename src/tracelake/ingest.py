@@ -14,9 +14,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import reduce
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake import lake
@@ -172,6 +173,7 @@ class PreparedTable:
     gate: GateOutcome
     rows_read: int
     parse_failed: int
+    known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
 
 
 def _row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
@@ -223,8 +225,11 @@ def prepare_table(
     parsed, _ = settle((parser or parse_delimited)(spark, files, schema), run.staging / f"{table}.parquet",
                        lambda frame: _staged_form(frame, schema, flags, by_gx))
     failed = F.size(PARSE_ERRORS) > 0
-    rows_read, parse_failed = parsed.agg(  # one scan for both counts
-        F.count(F.lit(1)), F.coalesce(F.sum(failed.cast("int")), F.lit(0))).first()
+    flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
+    counts = parsed.agg(  # one scan for every count
+        F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
+                             for c in (failed, ~failed & flagged, ~failed & ~flagged)]).first()
+    rows_read, parse_failed, rows_flagged, rows_clean = (int(v) for v in counts)
     good = parsed.filter(~failed)
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
@@ -237,7 +242,9 @@ def prepare_table(
             f"{table}: critical expectation(s) failed: {', '.join(names)}; nothing was written "
             f"to {table} (see ops.quality_results, run {run.run_id})"
         )
-    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed)
+    # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
+    known = None if gate.quarantined else (rows_clean, rows_flagged)
+    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known)
 
 
 def commit_table(spark: SparkSession, config: Config, run: Run, prepared: PreparedTable) -> TableStats:
@@ -263,13 +270,20 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
     if partitions is None:
         lake.replace_by_source(spark, config, q_schema, quarantine, names, compare=[*q_cols, "reasons"])
         lake.merge_by_key(spark, config, schema, rows, names)
-    else:
-        lake.replace_partitions(spark, config, q_schema, quarantine, list(partitions), compare=[*q_cols, "reasons"])
-        lake.replace_partitions(spark, config, schema, rows, list(partitions), compare=[*data_cols, "source_file"])
+    else:  # partition values come from the files' constants: no row can stray
+        clean, flagged = prepared.known or (None, None)
+        q_rows = None if flagged is None else prepared.parse_failed + flagged
+        lake.replace_partitions(spark, config, q_schema, quarantine, list(partitions), compare=[*q_cols, "reasons"],
+                                rows=q_rows, checked=True)
+        lake.replace_partitions(spark, config, schema, rows, list(partitions), compare=[*data_cols, "source_file"],
+                                rows=clean, checked=True)
     _record(spark, config, run, prepared.table, gate)
 
-    rows_quarantined = prepared.parse_failed + set_aside.count()
-    rows_kept = kept.count()  # counted, not derived: the tests check read = kept + quarantined
+    if partitions is not None and prepared.known is not None:
+        rows_kept, rows_quarantined = prepared.known[0], prepared.parse_failed + prepared.known[1]
+    else:  # counted, not derived: the tests check read = kept + quarantined
+        rows_quarantined = prepared.parse_failed + set_aside.count()
+        rows_kept = kept.count()
     return TableStats(prepared.table, prepared.rows_read, rows_kept, rows_quarantined, _warnings(gate.results),
                       partitions=partitions)
 
@@ -311,10 +325,11 @@ def publish_derived(
         _record(spark, config, run, table, gate)
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)
         raise QualityGateFailed(f"{table}: critical expectation(s) failed: {failed}; nothing written")
+    rows = gate.rows if gate.rows is not None else df.count()
     if partitions is None:
         lake.overwrite(spark, config, schema, df, compare=[c.name for c in schema.columns])
     else:
-        lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns])
+        lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns],
+                                rows=rows)
     _record(spark, config, run, table, gate)
-    rows = df.count()
     return TableStats(table, rows, rows, 0, _warnings(gate.results), partitions=partitions)

@@ -300,33 +300,36 @@ def _fingerprint(df: DataFrame, columns: list[str]) -> tuple:
     return int(row[0]), str(row[1])
 
 
-def _unchanged(stored: DataFrame, df: DataFrame, compare: list[str]) -> bool:
+def _unchanged(stored: DataFrame, df: DataFrame, compare: list[str], rows: int | None = None) -> bool:
     """Whether `df` holds the same rows as `stored` (by fingerprint); when nothing is stored, as
-    for a new hour, only whether `df` is empty too (no hash over the new rows)."""
+    for a new hour, only whether `df` is empty too (no hash over the new rows; `rows`, when the
+    caller counted them already, spares even that look)."""
     before = _fingerprint(stored, compare)
     if before[0] == 0:
-        return not df.limit(1).collect()
+        return rows == 0 if rows is not None else not df.limit(1).collect()
     return before == _fingerprint(df, compare)
 
 
 def replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
-    compare: list[str] | None = None,
+    compare: list[str] | None = None, rows: int | None = None, checked: bool = False,
 ) -> bool:
     """Make `partitions` of the table hold exactly `df`'s rows, in one commit; other partitions
-    are neither read nor touched. `df` must hold rows of those partitions only. With `compare`
+    are neither read nor touched. `df` must hold rows of those partitions only (looked at unless
+    `checked`: the caller built them so, e.g. from its files' partition constants). With `compare`
     (the columns that make a row's content, e.g. without lineage), a replacement that would
-    change nothing is skipped. Returns whether a commit was made."""
+    change nothing is skipped; `rows` is df's row count when the caller knows it. Returns whether
+    a commit was made."""
     if not partitions:
         return False
     path = ensure_table(spark, config, schema)
     where = partition_predicate(schema, partitions)
-    stray = df.filter(f"NOT ({where})").limit(1).collect()
+    stray = [] if checked or rows == 0 else df.filter(f"NOT ({where})").limit(1).collect()
     if stray:
         raise ValueError(f"{schema.full_name}: a row outside the partitions being replaced: {stray[0]}")
     if compare is not None:
         stored = spark.read.format("delta").load(path).filter(where)
-        if _unchanged(stored, df, compare):
+        if _unchanged(stored, df, compare, rows):
             return False
     writer = _fenced(df, schema).write.format("delta").mode("overwrite").option("replaceWhere", where)
     writer.partitionBy(*schema.partition_by).save(path)

@@ -53,6 +53,7 @@ class GateOutcome:
     quarantined: dict[str, list[str]]
     # expectation id -> column true for the rows it rejects (rules evaluated where the rows are)
     rejected_by: dict[str, Column] = field(default_factory=dict)
+    rows: int | None = None  # rows validated (counted in the gate's scan)
 
     @property
     def sets_rows_aside(self) -> bool:
@@ -205,7 +206,7 @@ def _result(ident: str, exp: dict, success: bool, element: int | None = None, un
 
 def _evaluate(
     df: DataFrame, rules: dict[str, dict], flagged: Mapping[str, str]
-) -> tuple[list[RuleResult], dict[str, Column]]:
+) -> tuple[list[RuleResult], dict[str, Column], int]:
     """GX's SUMMARY results for the rules rowrules evaluates: every map rule's element, missing
     and unexpected counts in one scan (window columns projected first), one query per
     unexpected_rows rule; plus, per quarantine rule that failed rows, its reject column."""
@@ -233,7 +234,7 @@ def _evaluate(
             found = _query_rows(df, ident, exp["kwargs"]["unexpected_rows_query"])
             percent = found / total * 100 if total else None
             results.append(_result(ident, exp, found == 0, total, found, percent, json.dumps(found)))
-    return results, rejected_by
+    return results, rejected_by, total
 
 
 def _query_rows(df: DataFrame, ident: str, query: str) -> int:
@@ -265,7 +266,7 @@ def run_gate(
                 f"expectation {ident} is not row-level and cannot quarantine rows: give it severity warning or critical"
             )
     ours = {i: e for i, e in by_id.items() if evaluates(e)}
-    results, rejected_by = _evaluate(df, ours, flagged or {})
+    results, rejected_by, total = _evaluate(df, ours, flagged or {})
     quarantined: dict[str, list[str]] = {}
     others = [e for i, e in by_id.items() if i not in ours]
     if others:
@@ -276,7 +277,7 @@ def run_gate(
         total = df.count()
         results = [_with_rate(r, total) if r.element_count is None and r.unexpected_count is not None
                    else r for r in results]
-    return GateOutcome(results=results, quarantined=quarantined, rejected_by=rejected_by)
+    return GateOutcome(results=results, quarantined=quarantined, rejected_by=rejected_by, rows=total)
 
 
 def _gx_results(
