@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,14 +32,29 @@ TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "
 CLI = [sys.executable, "-m", "tracelake.cli"]
 
 
+STEP = re.compile(r"✓ (?P<label>.+?)\s+(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)\s*$")
+
+
 def run_measured(args: list[str]) -> tuple[float, float, int, str]:
-    """(wall s, peak RSS GB, exit code, stderr tail) of one CLI process."""
+    """(wall s, peak RSS GB, exit code, stderr) of one CLI process."""
     started = time.perf_counter()
     process = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "RUST_LOG": "error"})
+    stderr = process.stderr.read()  # read while it runs, so a full pipe cannot stall the CLI
     _, status, usage = os.wait4(process.pid, 0)
-    stderr = process.stderr.read()
-    return time.perf_counter() - started, usage.ru_maxrss / 1024 / 1024, os.waitstatus_to_exitcode(status), stderr[-500:]
+    return time.perf_counter() - started, usage.ru_maxrss / 1024 / 1024, os.waitstatus_to_exitcode(status), stderr
+
+
+def slowest_steps(stderr: str, most: int = 4) -> str:
+    """The CLI's longest progress steps (whole seconds), e.g. `port_rates 19s`: where an hour's
+    time went, so a slower hour says which step grew."""
+    steps = []
+    for line in stderr.splitlines():
+        if match := STEP.search(line):
+            seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"])
+            name = match["label"].split(":")[0].split(".")[-1]
+            steps.append((seconds, f"{name}{'(w)' if 'writing' in match['label'] else ''} {seconds}s"))
+    return " ".join(label for seconds, label in sorted(steps, key=lambda s: -s[0])[:most] if seconds > 0)
 
 
 def per_hour_rows(lake: Path, table: str) -> Counter:
@@ -94,6 +110,7 @@ def main() -> None:
         wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), *scope, "--lake", str(lake)])
         shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
         print(f"{label:<11} {gen_s:5.1f}  {wall:8.1f}  {peak:7.2f}  {rc:2d}  {table_line(lake)}", flush=True)
+        print(f"{'':11} steps: {slowest_steps(err)}", flush=True)
         if rc != 0:
             print(f"  error: {err.strip().splitlines()[-1] if err.strip() else rc}")
         return wall
@@ -110,9 +127,10 @@ def main() -> None:
     if len(walls) >= 2:
         print(f"last hour / second hour wall: {walls[-1] / walls[1]:.2f}x (target <= 1.2)")
     # the tasks over every stored hour: a run without --hours rebuilds the correlation whole
-    wall, peak, rc, _ = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--lake", str(lake)])
+    wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--lake", str(lake)])
     print(f"whole-lake correlation of the tasks (full ingest, no traffic left to read): {wall:.1f} s, "
           f"peak {peak:.2f} GB, rc {rc} (target <= 120 s)")
+    print(f"  steps: {slowest_steps(err)}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,5 +1,5 @@
 """Ingest throughput for the Zhejiang per-port counter files: tracelake on the embedded engine
-against DuckDB and Polars converting the same CSVs to Parquet, in one run so the ratio is
+against DuckDB, Polars and a pandas notebook converting the same CSVs to Parquet, in one run so the ratio is
 visible (target: a full hour end to end at >= 0.5x DuckDB's plain CSV -> Parquet throughput).
 Prints figures; asserts nothing.
 
@@ -11,10 +11,12 @@ figure is the whole ingest: plan, parse, quality gate, quarantine, Delta write (
 append it reduces to) into bronze.zj_port_counters, and the derived silver.zj_port_rates (window
 rates, gate, partition replace), with a breakdown of where the time goes; measured in-process on
 a warm engine, and again end to end as a user runs it (`tracelake ingest zhejiang`, process
-start to exit) beside DuckDB's and Polars's processes from start to exit. Beside it, the same engine's
-plain CSV -> Parquet of the files: the ceiling for any ingest on that engine. DuckDB and Polars run in child processes so each
-peak memory (VmHWM) is its own; tracelake's peak includes the in-process engine. Wall times
-depend on what else runs on the machine; CPU seconds are printed beside them.
+start to exit) beside DuckDB's, Polars's and pandas's processes from start to exit (pandas as a
+notebook does it: read_csv with the pyarrow engine per file, a file-name column, concat,
+to_parquet). Beside it, the same engine's plain CSV -> Parquet of the files: the ceiling for any
+ingest on that engine. DuckDB, Polars and pandas run in child processes so each peak memory
+(VmHWM) is its own; tracelake's peak includes the in-process engine. Wall times depend on what
+else runs on the machine; CPU seconds are printed beside them.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHA
            "InPkts": "BIGINT", "InOctets": "BIGINT", "OutPkts": "BIGINT", "OutOctets": "BIGINT",
            "InRatio": "DOUBLE", "OutRatio": "DOUBLE"}
 PHASES = {ingest: ("_materialize", "run_gate", "settle"), ports: ("parse_port_files",),
-          lake: ("merge_by_key", "replace_by_source", "overwrite", "append")}
+          lake: ("merge_by_key", "replace_by_source", "overwrite", "append", "replace_partitions")}
 
 DUCKDB = """
 import duckdb, json, sys, time
@@ -69,6 +71,20 @@ start, cpu = time.perf_counter(), time.process_time()
 pl.scan_csv(files, schema=schema, include_file_paths="filename").sink_parquet(out)
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 rows = pl.scan_parquet(out).select(pl.len()).collect().item()
+peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print(json.dumps([wall, cpu, rows, peak]))
+"""
+PANDAS = """
+import json, sys, time
+import pandas as pd
+files, out, columns = json.loads(sys.stdin.read())
+types = {"VARCHAR": "string[pyarrow]", "BIGINT": "int64", "DOUBLE": "float64"}
+start, cpu = time.perf_counter(), time.process_time()
+frames = [pd.read_csv(f, engine="pyarrow", dtype={k: types[v] for k, v in columns.items()}).assign(filename=f)
+          for f in files]
+pd.concat(frames, ignore_index=True).to_parquet(out)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+rows = len(pd.read_parquet(out, columns=["SaveTimeUTC"]))
 peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
 print(json.dumps([wall, cpu, rows, peak]))
 """
@@ -213,7 +229,7 @@ def main() -> None:
         cli_wall = statistics.median(w for w, _ in cli)
         print(f"tracelake ingest zhejiang, CLI process start to exit (an hour's full ingest): median {cli_wall:.2f} s "
               f"of {len(cli)}, peak RSS {max(g for _, g in cli):.2f} GB")
-        for name, script in (("duckdb", DUCKDB), ("polars", POLARS)):
+        for name, script in (("duckdb", DUCKDB), ("polars", POLARS), ("pandas", PANDAS)):
             try:
                 runs, their_rows, rss, whole = _competitor(name, script, files, work, args.repeat)
             except subprocess.CalledProcessError as exc:

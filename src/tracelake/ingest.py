@@ -230,7 +230,7 @@ def prepare_table(
         F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
                              for c in (failed, ~failed & flagged, ~failed & ~flagged)]).first()
     rows_read, parse_failed, rows_flagged, rows_clean = (int(v) for v in counts)
-    good = parsed.filter(~failed)
+    good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()})
@@ -276,7 +276,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         lake.replace_partitions(spark, config, q_schema, quarantine, list(partitions), compare=[*q_cols, "reasons"],
                                 rows=q_rows, checked=True)
         lake.replace_partitions(spark, config, schema, rows, list(partitions), compare=[*data_cols, "source_file"],
-                                rows=clean, checked=True)
+                                rows=clean, checked=True, fence=prepared.parse_failed > 0)
     _record(spark, config, run, prepared.table, gate)
 
     if partitions is not None and prepared.known is not None:
@@ -330,6 +330,6 @@ def publish_derived(
         lake.overwrite(spark, config, schema, df, compare=[c.name for c in schema.columns])
     else:
         lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns],
-                                rows=rows)
+                                rows=rows, fence=False)  # df is read back from staging: no filter below it
     _record(spark, config, run, table, gate)
     return TableStats(table, rows, rows, 0, _warnings(gate.results), partitions=partitions)

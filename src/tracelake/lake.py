@@ -310,16 +310,32 @@ def _unchanged(stored: DataFrame, df: DataFrame, compare: list[str], rows: int |
     return before == _fingerprint(df, compare)
 
 
+def _constant_partition(df: DataFrame, schema: TableSchema, values: tuple) -> DataFrame:
+    """`df` with its partition columns as the literals they all hold (the caller's promise).
+
+    A partitioned Delta write on Sail sorts its input by the partition columns first, a sort
+    that holds every row in memory; for a column the plan knows is constant the sort is left
+    out. Measured on a full hour (11.3 M rows): 13.3 s with the sort, 4.8 s without, as fast as
+    an unpartitioned write."""
+    types = {c.name: c.spark_type for c in schema.columns}
+    constants = dict(zip(schema.partition_by, values))
+    return df.select(*[F.lit(constants[c]).cast(types[c]).alias(c) if c in constants else F.col(c)
+                       for c in df.columns])
+
+
 def replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
-    compare: list[str] | None = None, rows: int | None = None, checked: bool = False,
+    compare: list[str] | None = None, rows: int | None = None, checked: bool = False, fence: bool = True,
 ) -> bool:
     """Make `partitions` of the table hold exactly `df`'s rows, in one commit; other partitions
     are neither read nor touched. `df` must hold rows of those partitions only (looked at unless
     `checked`: the caller built them so, e.g. from its files' partition constants). With `compare`
     (the columns that make a row's content, e.g. without lineage), a replacement that would
-    change nothing is skipped; `rows` is df's row count when the caller knows it. Returns whether
-    a commit was made."""
+    change nothing is skipped; `rows` is df's row count when the caller knows it. `fence=False`
+    when no filter below `df` removes rows with nulls in NOT NULL columns (e.g. rows read back
+    from staging, or a parse where no row failed): the write then skips the repartition that
+    _append explains, a shuffle of every row (measured: 12.4 s of a full hour's 56). Returns
+    whether a commit was made."""
     if not partitions:
         return False
     path = ensure_table(spark, config, schema)
@@ -331,6 +347,9 @@ def replace_partitions(
         stored = spark.read.format("delta").load(path).filter(where)
         if _unchanged(stored, df, compare, rows):
             return False
-    writer = _fenced(df, schema).write.format("delta").mode("overwrite").option("replaceWhere", where)
+    frame = _fenced(df, schema) if fence else conform(df, schema)
+    if len(partitions) == 1:
+        frame = _constant_partition(frame, schema, partitions[0])
+    writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", where)
     writer.partitionBy(*schema.partition_by).save(path)
     return True

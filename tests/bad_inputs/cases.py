@@ -182,6 +182,13 @@ CASES = [
                                                    ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
          rows={"bronze/zj_port_counters": 0},
          reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 2}, read={"zj_port_counters": 2}),
+    # the CSV read names a row's file from the last part of its PortName: a name of another form
+    # with the same number lands in this file, and the check sends the file down the exact path
+    Case("zj_port_name_of_another_form_in_a_file", files(port_file("Leaf-1_41.csv", "EightHundredGigE1/0/41",
+                                                                   [10**9, 10**9, 10**9]),
+                                                         ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_port_counters": 0},
+         reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 3}, read={"zj_port_counters": 3}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),

@@ -129,26 +129,34 @@ def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_pat
 
 
 def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
-    """As a scheduler runs it: one `ingest --hours` per hour, then `maintain --optimize --vacuum`."""
+    """As a scheduler runs it: one `ingest --hours` per hour and a retry of a changed hour, then
+    `maintain --optimize --vacuum`. An hour's commit writes its partition in one stream (one
+    file at this size): the retry's replaced file is what the vacuum removes, and the table that
+    gets an append per run (ops.quality_results) is what the compaction brings down to one file."""
     raw, lake = tmp_path / "raw", tmp_path / "lake"
     for i, hour in enumerate(HOURS):
         write_port_hour(raw, hour, CHOSEN, _load(0.2), seed=80 + i)
     for hour in HOURS:
         done = tracelake("ingest", "zhejiang", "--raw", str(raw), "--hours", hour, "--lake", str(lake))
         assert done.returncode == 0, done.stderr
+    changed = sorted((raw / "trafficinfo" / HOURS[0]).rglob("*.csv"))[0]
+    changed.write_text("".join(changed.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
+    done = tracelake("ingest", "zhejiang", "--raw", str(raw), "--hours", HOURS[0], "--lake", str(lake))
+    assert done.returncode == 0, done.stderr
     table = "bronze.zj_port_counters"
     before = rows(tracelake("maintain", table, "--lake", str(lake)).stdout)
     assert before[0] == ["table", "version", "last_operation", "files_before", "files_after"]
-    assert before[1][:3] == [table, "3", "WRITE"] and before[1][3] == before[1][4]  # create + 3 hours
-    files = int(before[1][3])
-    assert files >= 2 * len(HOURS)  # each hour's commit wrote a bounded handful of files
+    assert before[1] == [table, "4", "WRITE", str(len(HOURS)), str(len(HOURS))]  # create + 3 hours + the retry
+    on_disk = list((lake / "bronze" / "zj_port_counters").rglob("*.parquet"))
+    assert len(on_disk) == len(HOURS) + 1  # the retry's replaced file is still there
     done = tracelake("maintain", table, "--optimize", "--vacuum", "--retain-hours", "0", "--lake", str(lake))
     assert done.returncode == 0, done.stderr
     after = rows(done.stdout)[1]
-    assert after[:3] == [table, "6", "VACUUM END"] and int(after[3]) == files  # OPTIMIZE, VACUUM START, VACUUM END
-    assert int(after[4]) == len(HOURS)  # one file per hour partition
+    assert after == [table, "6", "VACUUM END", str(len(HOURS)), str(len(HOURS))]  # VACUUM START, VACUUM END
     on_disk = list((lake / "bronze" / "zj_port_counters").rglob("*.parquet"))
-    assert len(on_disk) == len(HOURS)  # the vacuum removed the compacted files
+    assert len(on_disk) == len(HOURS)  # the vacuum removed the replaced file
+    ops = rows(tracelake("maintain", "ops.quality_results", "--optimize", "--lake", str(lake)).stdout)[1]
+    assert ops[2] == "OPTIMIZE" and int(ops[3]) >= 4 and ops[4] == "1"  # an append per run, compacted to one
     counts = tracelake("query", f"SELECT hour_cst, count(*) AS n FROM {table} GROUP BY hour_cst ORDER BY hour_cst",
                        "--lake", str(lake))
     assert [r[0] for r in rows(counts.stdout)[1:]] == list(HOURS)
