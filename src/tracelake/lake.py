@@ -334,8 +334,7 @@ def replace_partitions(
     change nothing is skipped; `rows` is df's row count when the caller knows it. `fence=False`
     when no filter below `df` removes rows with nulls in NOT NULL columns (e.g. rows read back
     from staging, or a parse where no row failed): the write then skips the repartition that
-    _append explains, a shuffle of every row (measured: 12.4 s of a full hour's 56). Returns
-    whether a commit was made."""
+    _append explains, a shuffle of every row. Returns whether a commit was made."""
     if not partitions:
         return False
     path = ensure_table(spark, config, schema)
