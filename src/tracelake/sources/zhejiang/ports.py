@@ -225,7 +225,8 @@ def _file_for_port(folder: str, port: Column) -> Column:
     belong in, from the name's last `/` part (`12:1` -> `_12_1`, `40` -> `_40`, the management
     port's `0` -> `_0`). A name of another form yields a file of the wrong port, or one the folder
     does not have: either way _csv_read_holds sees rows whose port is not their file's and the
-    files are parsed line by line. String functions, not regexes: 2 s less per full hour."""
+    files are parsed line by line. String functions, not regexes: cheaper per row (a full hour's
+    staging measured 10.6 s against 12.3-16.0 s with the regexes, on a noisy machine)."""
     suffix = F.translate(F.substring_index(port, "/", -1), ":", "_")
     prefix = f"{folder}/{file_prefix(folder.rsplit('/', 1)[-1])}_"
     return F.concat(F.lit(prefix), suffix, F.lit(".csv"))
