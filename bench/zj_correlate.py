@@ -141,7 +141,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     from pyspark.sql import functions as F
 
     from tracelake.lake import read_tables
-    from tracelake.sources.zhejiang.correlate import NETWORK_INPUTS, task_hours
+    from tracelake.sources.zhejiang.correlate import FLOW, LINK, MINUTE, RATES, task_hours
     from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
 
     engine, config = _engine(lake)
@@ -155,7 +155,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
         return spark.read.parquet(str(out / name))
 
     ranks, iterations, *network = read_tables(spark, config, "silver.zj_task_ranks", "silver.zj_task_iterations",
-                                              *NETWORK_INPUTS)
+                                              RATES, MINUTE, FLOW, LINK)
     span = iterations.agg(F.min("start_ts"), F.max("end_ts")).first()
     hours = sorted(task_hours(span[0], span[1]))  # the task's hours only: partition pruning
     network = [frame.filter(F.col("hour_cst").isin(hours)) for frame in network]

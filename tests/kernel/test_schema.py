@@ -19,7 +19,8 @@ def test_every_table_has_a_schema_and_a_gated_suite():
         "gold.jobs_gpu_count_cdf", "gold.zeus_time_energy_to_accuracy",
         "gold.zj_iteration_network", "gold.zj_task_network_summary",
         "ops.quality_results",
-        "silver.jobs", "silver.zj_iteration_counters", "silver.zj_link_wiring", "silver.zj_nic_map", "silver.zj_nic_rates",
+        "silver.jobs", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
+        "silver.zj_iteration_port_minutes", "silver.zj_link_wiring", "silver.zj_nic_map", "silver.zj_nic_rates",
         "silver.zj_port_rates", "silver.zj_task_iterations", "silver.zj_task_paths", "silver.zj_task_ranks",
     ]
     for name in names:
@@ -89,6 +90,7 @@ def test_every_derived_table_rebuilt_whole_says_why():
     assert len(whole) == 11
     assert [t for t in whole if "rebuilt whole" not in load_schema(t).description.lower()] == []
     partial = sorted(d.table for d in all_derived() if d.rebuild is not None)
-    assert partial == ["gold.zj_iteration_network", "silver.zj_iteration_counters", "silver.zj_nic_rates",
-                       "silver.zj_port_rates", "silver.zj_task_iterations"]
+    assert partial == ["gold.zj_iteration_network", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
+                       "silver.zj_iteration_port_minutes", "silver.zj_nic_rates", "silver.zj_port_rates",
+                       "silver.zj_task_iterations"]
     assert all(load_schema(t).partition_by for t in partial)

@@ -83,14 +83,60 @@ def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, t
     assert after.filter(F.col("hour_cst") == HOURS[1]).count() == read - 1
     quarantine = _table(spark, config, "quarantine", "zj_port_counters")
     assert [(r.hour_cst, r.reasons) for r in quarantine.collect()] == [(HOURS[1], ["expected 10 fields, found 7"])]
-    # rates: hour 2 and the hour after it were rebuilt; hour 1 was not
+    # rates: hour 2 and the hour after it (whose opening rows continue hour 2's changed last
+    # rows) were rebuilt; hour 1 was not
     assert stats[ports.RATES_TABLE].partitions == ((HOURS[1],), (HOURS[2],))
+    assert _by_hour(_table(spark, config, "silver", "zj_port_rates"))[HOURS[2]] != before_rates[HOURS[2]]
     after_rates = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
     assert after_rates[HOURS[0]] == before_rates[HOURS[0]]
     assert after_rates[HOURS[1]] != before_rates[HOURS[1]]
     # and they equal rates computed over the whole table at once
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
     assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+
+
+def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine, spark, config, tmp_path):
+    """The next hour's rates depend on an hour only through its opening rows: when they come out
+    the same, that hour is not rewritten, and the rates still equal a computation over all hours."""
+    for i, hour in enumerate(HOURS):
+        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=30 + i)))
+    before = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    rates_path = config.table_path("silver", "zj_port_rates")
+    version = history(engine, rates_path, 1)[0].version
+    # hour 2 again with the packets of one non-zero sample in its middle doubled: its last rows stay
+    again = _hour(tmp_path / "again", HOURS[1], seed=31)
+    path = next(again.rglob("*_1_1.csv"))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    middle = next(i for i in range(len(lines) // 2, len(lines)) if lines[i].split(",")[4] != "0")
+    fields = lines[middle].split(",")
+    fields[4] = str(int(fields[4]) * 2)  # InPkts
+    lines[middle] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(again))}
+
+    assert stats[ports.RATES_TABLE].partitions == ((HOURS[1],),)
+    assert history(engine, rates_path, 1)[0].version == version + 1  # one commit: hour 2 only
+    after = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    assert after[HOURS[0]] == before[HOURS[0]] and after[HOURS[2]] == before[HOURS[2]]
+    assert after[HOURS[1]] != before[HOURS[1]]
+    whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+
+
+def test_two_hours_apart_reingested_together_continue_from_their_own_hours_before(engine, spark, config, tmp_path):
+    """Re-ingesting hours 2 and 5 of six in one run: each continues from its own hour before
+    (the carried rows are kept per hour, so hour 1's last rows are not lost to hour 4's)."""
+    hours = [f"20240524{h:02d}" for h in range(6)]
+    for i, hour in enumerate(hours):
+        write_port_hour(tmp_path / "all", hour, CHOSEN[:2], _load(0.2 + 0.05 * i), seed=70 + i)
+    run_ingest(engine, config, "zhejiang", str(tmp_path / "all"))
+    for i in (1, 4):
+        write_port_hour(tmp_path / "again", hours[i], CHOSEN[:2], _load(0.7), seed=90 + i)
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "again"))}
+    assert stats[ports.TABLE].partitions == ((hours[1],), (hours[4],))
+    rates = _table(spark, config, "silver", "zj_port_rates")
+    assertDataFrameEqual(rates, port_rates(_table(spark, config, "bronze", "zj_port_counters")), ignoreColumnOrder=True)
+    assert rates.filter(F.col("status") == "first").count() == 2  # only the first hour's first rows
 
 
 def test_rates_across_an_hour_boundary_equal_rates_over_both_hours(engine, spark, config, tmp_path):
@@ -216,7 +262,12 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     assertDataFrameEqual(stored.select(*full.columns), full, checkRowOrder=False)
     # the counter evidence kept per iteration equals one computed from all rates at once, and so
     # does gold computed from the rate rows themselves
-    from tracelake.sources.zhejiang.transforms.correlate import iteration_counters, iteration_network
+    from tracelake.sources.zhejiang.transforms.correlate import (
+        iteration_counters,
+        iteration_flows,
+        iteration_network,
+        iteration_port_minutes,
+    )
 
     paths, iterations, rates, minutes, flows, links = (
         _table(spark, config, *name.split(".")) for name in (
@@ -226,8 +277,16 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     assert stats["silver.zj_iteration_counters"].partitions == gold.partitions
     # sums over the same rows in another order: equal within rounding (rounded, so rows sort alike)
     rounded = lambda f: f.select(*[F.round(c, 6).alias(c) if t == "double" else F.col(c)  # noqa: E731
-                                   for c, t in f.select(*counters.columns).dtypes])
-    assertDataFrameEqual(rounded(counters), rounded(iteration_counters(paths, iterations, rates)), checkRowOrder=False)
+                                   for c, t in f.dtypes])
+    assertDataFrameEqual(rounded(counters), rounded(iteration_counters(paths, iterations, rates).select(*counters.columns)),
+                         checkRowOrder=False)
+    # so is the per-minute evidence, and gold reads no network table
+    for name, whole in (("zj_iteration_port_minutes", iteration_port_minutes(paths, iterations, minutes, flows)),
+                        ("zj_iteration_flows", iteration_flows(paths, iterations, flows, links))):
+        assert stats[f"silver.{name}"].partitions == gold.partitions
+        kept = _table(spark, config, "silver", name)
+        assert kept.count() > 0
+        assertDataFrameEqual(rounded(kept), rounded(whole.select(*kept.columns)), checkRowOrder=False)
     assertDataFrameEqual(stored.select(*full.columns),
                          iteration_network(paths, iterations, rates, minutes, flows, links).select(*full.columns),
                          checkRowOrder=False)

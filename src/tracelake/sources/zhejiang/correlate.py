@@ -9,6 +9,7 @@ Rules: tracelake.sources.zhejiang.transforms.correlate.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,12 +18,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
-from tracelake.contract import TableInput, derived
+from tracelake.contract import PartialBuild, TableInput, derived
 from tracelake.lake import read_tables
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, hour_start_utc, shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import (
     iteration_counters,
+    iteration_flows,
+    iteration_port_minutes,
     network_verdicts,
     task_network_summary,
     task_paths,
@@ -32,9 +35,11 @@ PATHS = "silver.zj_task_paths"
 ITERATION_NETWORK = "gold.zj_iteration_network"
 SUMMARY = "gold.zj_task_network_summary"
 RATES = "silver.zj_port_rates"
+MINUTE, FLOW, LINK = "bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link"
 ITERATION_COUNTERS = "silver.zj_iteration_counters"
-MINUTE_INPUTS = ("bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link")  # small: read per task
-NETWORK_INPUTS = (RATES, *MINUTE_INPUTS)
+PORT_MINUTES = "silver.zj_iteration_port_minutes"
+ITERATION_FLOWS = "silver.zj_iteration_flows"
+EVIDENCE = (ITERATION_COUNTERS, PORT_MINUTES, ITERATION_FLOWS)  # network_verdicts' order
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
@@ -62,66 +67,70 @@ def _hour_windows(hours: set[str], margin: timedelta) -> list[tuple[datetime, da
     return [(hour_start_utc(h) - margin, hour_start_utc(h) + timedelta(hours=1) + margin) for h in sorted(hours)]
 
 
-def rebuild_iteration_counters(
-    spark: SparkSession, config: Config, changed: dict
-) -> tuple[DataFrame, tuple] | None:
-    """The counter evidence of the iterations that run within an hour of a changed rate hour,
-    from the rate partitions of those iterations' hours only; the tasks' other iterations keep
-    their stored rows. Replaces the touched tasks' partitions."""
-    paths, iterations, rates, stored = read_tables(spark, config, PATHS, ITERATIONS, RATES, ITERATION_COUNTERS)
-    if paths is None or iterations is None or rates is None or stored is None:
-        return None
-    windows = _hour_windows({values[0] for values in changed.get(RATES, ())}, timedelta(hours=1))
+def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple[DataFrame, dict[str, set[str]]]:
+    """(the iterations within an hour of a changed hour, per task the hours their records can
+    lie in): a record in a changed hour can only touch those iterations."""
     near = F.lit(False)
-    for start, end in windows:
+    for start, end in _hour_windows(changed_hours, timedelta(hours=1)):
         near = near | ((F.col("start_ts") < F.lit(end)) & (F.col("end_ts") > F.lit(start)))
     affected = iterations.filter(near)
     spans = affected.groupBy("task_id").agg(F.min("start_ts").alias("first"), F.max("end_ts").alias("last"))
-    hours = {r.task_id: task_hours(r.first, r.last) for r in spans.collect()}
-    if not hours:
-        return spark.createDataFrame([], load_schema(ITERATION_COUNTERS).spark_schema()), ()
-    tasks = sorted(hours)
-    mine = F.col("task_id").isin(tasks)
-    needed = rates.filter(F.col("hour_cst").isin(sorted(set().union(*hours.values()))))
-    fresh = iteration_counters(paths.filter(mine), affected, needed)
-    kept = stored.filter(mine).join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti")
-    return kept.unionByName(fresh.select(*kept.columns)), tuple((t,) for t in tasks)
+    return affected, {r.task_id: task_hours(r.first, r.last) for r in spans.collect() if r.first and r.last}
+
+
+def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[..., DataFrame]) -> PartialBuild:
+    """The rebuild of a per-iteration evidence table (silver.zj_iteration_*): the iterations
+    within an hour of a changed hour of its `inputs` are recomputed from those inputs' partitions
+    of the hours around them only; the tasks' other iterations keep their stored rows. Replaces
+    the touched tasks' partitions. A table not in the lake yet (a lake made before it existed)
+    is built whole."""
+
+    def rebuild(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+        paths, iterations, stored = read_tables(spark, config, PATHS, ITERATIONS, table)
+        if paths is None or iterations is None:
+            return None
+        frames = [frame if frame is not None else spark.createDataFrame([], load_schema(name).spark_schema())
+                  for frame, name in zip(read_tables(spark, config, *inputs), inputs)]
+        if stored is None:
+            tasks = sorted(r.task_id for r in iterations.select("task_id").distinct().collect())
+            return compute(paths, iterations, *frames), tuple((t,) for t in tasks)
+        affected, hours = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
+        if not hours:
+            return spark.createDataFrame([], load_schema(table).spark_schema()), ()
+        tasks = sorted(hours)
+        mine, needed = F.col("task_id").isin(tasks), sorted(set().union(*hours.values()))
+        fresh = compute(paths.filter(mine), affected, *[f.filter(F.col("hour_cst").isin(needed)) for f in frames])
+        kept = stored.filter(mine).join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti")
+        return kept.unionByName(fresh.select(*kept.columns)), tuple((t,) for t in tasks)
+
+    return rebuild
 
 
 def rebuild_iteration_network(
     spark: SparkSession, config: Config, changed: dict
 ) -> tuple[DataFrame, tuple] | None:
-    """The rows of the tasks whose counter evidence changed or whose hours overlap a changed
-    hour of the per-minute network tables, from those tasks' evidence and those hours'
-    partitions only, replacing those tasks' partitions. Other tasks are neither read nor
-    rewritten."""
-    paths, iterations, counters = read_tables(spark, config, PATHS, ITERATIONS, ITERATION_COUNTERS)
-    if paths is None or iterations is None or counters is None:
+    """The rows of the tasks whose evidence changed, from that evidence alone (the per-iteration
+    tables), replacing those tasks' partitions. No network table is read: the cost follows the
+    task's iterations, not the hours of traffic it ran through."""
+    frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
+    if any(f is None for f in frames):
         return None
-    changed_hours = {values[0] for table, parts in changed.items() if table in MINUTE_INPUTS for values in parts}
-    spans = iterations.groupBy("task_id").agg(F.min("start_ts").alias("first"), F.max("end_ts").alias("last"))
-    every = {r.task_id: task_hours(r.first, r.last) for r in spans.collect() if r.first and r.last}
-    touched = {values[0] for values in changed.get(ITERATION_COUNTERS, ())}
-    affected = {task: h for task, h in every.items() if h & changed_hours or task in touched}
-    tasks = sorted(affected)
+    tasks = sorted({values[0] for table in EVIDENCE for values in changed.get(table, ())})
     if not tasks:
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
-    hours = sorted(set().union(*affected.values()))
-    network = [
-        frame.filter(F.col("hour_cst").isin(hours)) if frame is not None
-        else spark.createDataFrame([], load_schema(name).spark_schema())
-        for frame, name in zip(read_tables(spark, config, *MINUTE_INPUTS), MINUTE_INPUTS)
-    ]
     mine = F.col("task_id").isin(tasks)
-    frame = network_verdicts(paths.filter(mine), iterations.filter(mine), counters.filter(mine), *network)
-    return frame, tuple((task,) for task in tasks)
+    return network_verdicts(*[f.filter(mine) for f in frames]), tuple((task,) for task in tasks)
 
 
 DERIVED = [
     derived(PATHS, task_paths, ("silver.zj_task_ranks",), optional=(ITERATIONS,)),
     replace(derived(ITERATION_COUNTERS, iteration_counters, (PATHS, ITERATIONS), optional=(RATES,)),
-            rebuild=rebuild_iteration_counters),
-    replace(derived(ITERATION_NETWORK, network_verdicts, (PATHS, ITERATIONS, ITERATION_COUNTERS),
-                    optional=MINUTE_INPUTS), rebuild=rebuild_iteration_network),
+            rebuild=_evidence_rebuild(ITERATION_COUNTERS, (RATES,), iteration_counters)),
+    replace(derived(PORT_MINUTES, iteration_port_minutes, (PATHS, ITERATIONS), optional=(MINUTE, FLOW)),
+            rebuild=_evidence_rebuild(PORT_MINUTES, (MINUTE, FLOW), iteration_port_minutes)),
+    replace(derived(ITERATION_FLOWS, iteration_flows, (PATHS, ITERATIONS), optional=(FLOW, LINK)),
+            rebuild=_evidence_rebuild(ITERATION_FLOWS, (FLOW, LINK), iteration_flows)),
+    replace(derived(ITERATION_NETWORK, network_verdicts, (PATHS, ITERATIONS, *EVIDENCE)),
+            rebuild=rebuild_iteration_network),
     derived(SUMMARY, task_network_summary, (ITERATION_NETWORK,)),
 ]

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from tracelake.config import Config
 from tracelake.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
+from tracelake.lake import changed_groups, read_tables
 from tracelake.reader import (
     COUNT_OK,
     N_FIELDS,
@@ -51,9 +51,15 @@ from tracelake.reader import (
     union_all,
 )
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.clock import hours_to_rebuild
+from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
-from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates, rates_of
+from tracelake.sources.zhejiang.transforms.ports import (
+    carried_state,
+    is_opening,
+    opening_marks,
+    port_rates,
+    rates_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -306,16 +312,51 @@ def parse_port_files(
 # ---------------------------------------------------------------- derived
 
 def rebuild_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
-    """The rates of the changed hours and of the hour after each (its first rows continue from
-    the changed hour), from those hours' counters plus the carried state of the hour before;
-    nothing else of the lake is read."""
-    [counters] = read_tables(spark, config, TABLE)
+    """The rates of the changed hours, from their counters plus the carried state of the hour
+    before each; and of the stored hour after each, whose opening rows continue from it: only
+    those rows are recomputed, and the hour is replaced only when they differ from the stored
+    ones. Nothing else of the lake is read, so a re-ingested hour costs about what a new one does."""
+    counters, stored = read_tables(spark, config, TABLE, RATES_TABLE)
     if counters is None:
         return None
-    hours, before = hours_to_rebuild(counters, {values[0] for values in changed[TABLE]})
-    state = carried_state(counters.filter(F.col("hour_cst").isin(before)))
-    rates = rates_of(counters.filter(F.col("hour_cst").isin(hours)), state, hours)
-    return rates, tuple((h,) for h in hours)
+    own = sorted({values[0] for values in changed[TABLE]})
+    hours, _ = hours_to_rebuild(counters, set(own))
+    state = carried_state(counters.filter(F.col("hour_cst").isin(sorted({shift_hour(h, -1) for h in own} - set(own)))))
+    rates = rates_of(counters.filter(F.col("hour_cst").isin(own)), state, own)
+    following = [h for h in hours if h not in own]
+    if not following:
+        return rates, tuple((h,) for h in own)
+    rebuilt, redone = following_hours(counters, stored, following)
+    return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
+
+
+def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str]) -> tuple[list[DataFrame], list[str]]:
+    """(the new rates of the hours after changed ones whose opening rows changed, those hours).
+    An hour whose stored rates do not hold a row per counter row (none yet, or a run stopped
+    between the two commits) is rebuilt whole instead."""
+    hours = F.col("hour_cst").isin(following)
+    before = carried_state(counters.filter(F.col("hour_cst").isin([shift_hour(h, -1) for h in following])))
+    rows = dict(counters.filter(hours).groupBy("hour_cst").count().collect())
+    kept = dict(stored.filter(hours).groupBy("hour_cst").count().collect()) if stored is not None else {}
+    whole = [h for h in following if kept.get(h) != rows.get(h)]
+    opened = [h for h in following if h not in whole]
+    frames = []
+    if whole:
+        frames.append(rates_of(counters.filter(F.col("hour_cst").isin(whole)), before, whole))
+    if opened:
+        in_opened = F.col("hour_cst").isin(opened)
+        marks = F.broadcast(opening_marks(counters.filter(in_opened)))
+        keys = ["hour_cst", "device_name", "port_name"]
+        opening = marks.join(counters.filter(in_opened), keys).filter(is_opening()).select(*counters.columns)
+        fresh = rates_of(opening, before, opened)
+        old = marks.join(stored.filter(in_opened), keys)
+        columns = list(fresh.columns)
+        differ = changed_groups(old.filter(is_opening()).select(*columns), fresh, columns, "hour_cst")
+        if differ:
+            tail = old.filter(F.col("hour_cst").isin(differ) & ~is_opening()).select(*columns)
+            frames.append(tail.unionByName(fresh.filter(F.col("hour_cst").isin(differ))))
+        opened = differ
+    return frames, sorted([*whole, *opened])
 
 
 DERIVED = [replace(derived(RATES_TABLE, port_rates, (TABLE,)), rebuild=rebuild_rates)]

@@ -227,31 +227,48 @@ def intra_task_flows(paths: DataFrame, flows: DataFrame) -> DataFrame:
             .join(F.broadcast(src), "source_ip").join(F.broadcast(dst), ["task_id", "dest_ip"]))
 
 
-def flow_evidence(iterations: DataFrame, task_flows: DataFrame, rules: Rules) -> tuple[DataFrame, DataFrame]:
-    """(per iteration: RTT p99, NAKs, NIC IPs seen; per iteration and port: the largest RTT of the
-    task's flows through the port and how many of them are elevated, i.e. at >= rtt_factor x the
-    port's typical largest RTT)."""
+def _flow_pairs(iterations: DataFrame, task_flows: DataFrame, rules: Rules) -> DataFrame:
     its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
                             & (F.col("start_ts") < F.col("end_ts"))).select(
         "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
-    pairs = overlap_join(its, task_flows, ["task_id"], rules.bucket_s)
-    per_iteration = pairs.groupBy("task_id", "iteration").agg(
+    return overlap_join(its, task_flows, ["task_id"], rules.bucket_s)
+
+
+def flows_per_iteration(pairs: DataFrame) -> DataFrame:
+    """Per iteration: RTT p99, NAKs and NIC IPs seen in the task's flows overlapping it."""
+    return pairs.groupBy("task_id", "iteration").agg(
         F.percentile_approx("rtt_ns", 0.99).cast("bigint").alias("flow_rtt_p99_ns"),
         F.sum("nak_pkts").cast("bigint").alias("flow_nak_pkts"),
         F.size(F.array_distinct(F.flatten(F.collect_list(F.array("source_ip", "dest_ip"))))).alias("nics_with_flows"),
     )
+
+
+def flow_rtts_per_port(pairs: DataFrame) -> DataFrame:
+    """Per iteration and access port: the largest RTT of the task's flows through the port and
+    all of their RTTs (ascending, comma-separated: Sail 0.7.2 fails some writes of an array
+    column read back from Parquet), from which flows_elevated counts those above the port's
+    typical."""
     ends = pairs.select("task_id", "iteration", "rtt_ns", F.explode(F.array(
         F.struct(F.col("src_device").alias("device_name"), F.col("src_port").alias("port_name")),
         F.struct(F.col("dst_device").alias("device_name"), F.col("dst_port").alias("port_name")),
     )).alias("end")).select("task_id", "iteration", "rtt_ns", "end.device_name", "end.port_name")
-    keys = ["task_id", "iteration", "device_name", "port_name"]
-    per_port = ends.groupBy(*keys).agg(F.max("rtt_ns").alias("rtt_max_ns"))
-    typical = per_port.groupBy("task_id", "device_name", "port_name").agg(
-        F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
-    is_elevated = F.col("rtt_ns") >= F.lit(rules.rtt_factor) * F.col("typical_rtt_max_ns")
-    elevated = (ends.join(typical, ["task_id", "device_name", "port_name"]).groupBy(*keys)
-                .agg(F.count(F.when(is_elevated, F.lit(1))).alias("elevated_flows")))
-    return per_iteration, per_port.join(typical, ["task_id", "device_name", "port_name"]).join(elevated, keys)
+    return ends.groupBy("task_id", "iteration", "device_name", "port_name").agg(
+        F.max("rtt_ns").alias("rtt_max_ns"),
+        F.array_join(F.sort_array(F.collect_list(F.col("rtt_ns").cast("bigint"))).cast("array<string>"), ",")
+        .alias("flow_rtts_ns"))
+
+
+def flows_elevated(port_minutes: DataFrame, rules: Rules) -> DataFrame:
+    """Adds typical_rtt_max_ns (the port's median largest RTT over the task's iterations) and
+    elevated_flows (flows through the port at >= rtt_factor x that typical)."""
+    port = ["task_id", "device_name", "port_name"]
+    typical = port_minutes.groupBy(*port).agg(F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
+    factor = F.lit(rules.rtt_factor)
+    rtts = F.split(F.coalesce(F.col("flow_rtts_ns"), F.lit("")), ",")
+    elevated = F.size(F.filter(rtts, lambda rtt: (F.length(rtt) > 0)
+                               & (rtt.cast("bigint") >= factor * F.col("typical_rtt_max_ns"))))
+    return port_minutes.join(typical, port, "left").withColumn(
+        "elevated_flows", F.when(F.col("rtt_max_ns").isNotNull(), elevated.cast("bigint")))
 
 
 def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rules: Rules) -> DataFrame:
@@ -301,14 +318,14 @@ def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
             .withColumn("is_slow", F.coalesce(F.col("slowdown") >= F.lit(rules.slow_factor), F.lit(False))))
 
 
-def port_evidence(pi: DataFrame, counters: DataFrame, minute: DataFrame, rtt: DataFrame, rules: Rules) -> DataFrame:
+def port_evidence(pi: DataFrame, counters: DataFrame, minutes: DataFrame, rules: Rules) -> DataFrame:
     """One row per (task, iteration, port) with any data, and each measure's typical level: its
     median over the task's iterations that have that measure for that port. Counter shares are
     of the time the counters rate (collector outages and missing rows leave holes) and only
     when they rate at least min_time_cover of the iteration (`counted`)."""
     keys = ["task_id", "iteration", "device_name", "port_name"]
     ev = (pi.select(*keys, "role", "duration_s")
-          .join(counters, keys, "left").join(minute, keys, "left").join(rtt, keys, "left")
+          .join(counters, keys, "left").join(minutes, keys, "left")
           .filter(F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
                   | F.col("rtt_max_ns").isNotNull()))
     counted = F.coalesce(F.col("rated_s"), F.lit(0.0)) >= F.lit(rules.min_time_cover) * F.col("duration_s")
@@ -393,26 +410,44 @@ def iteration_counters(paths: DataFrame, iterations: DataFrame, rates: DataFrame
     return counter_evidence(port_iterations(paths, iterations), rates, rules)
 
 
+def iteration_port_minutes(paths: DataFrame, iterations: DataFrame, minutes: DataFrame, flows: DataFrame,
+                           rules: Rules = Rules()) -> DataFrame:
+    """silver.zj_iteration_port_minutes: per (iteration, path port) the port.csv minutes (loss,
+    minute utilisation) and the task's flows through the port (largest RTT, every RTT). Like
+    the counter evidence, each row depends only on the records around its own iteration."""
+    keys = ["task_id", "iteration", "device_name", "port_name"]
+    minute = minute_evidence(port_iterations(paths, iterations), minutes, rules)
+    rtts = flow_rtts_per_port(_flow_pairs(iterations, intra_task_flows(paths, flows), rules))
+    return minute.join(rtts, keys, "full")
+
+
+def iteration_flows(paths: DataFrame, iterations: DataFrame, flows: DataFrame, links: DataFrame,
+                    rules: Rules = Rules()) -> DataFrame:
+    """silver.zj_iteration_flows: per iteration, the task's flows (RTT p99, NAKs, NIC IPs seen)
+    and the ECN marks on its links; each row depends only on the records around its iteration."""
+    per_iteration = flows_per_iteration(_flow_pairs(iterations, intra_task_flows(paths, flows), rules))
+    return per_iteration.join(link_evidence(paths, iterations, links, rules), ["task_id", "iteration"], "full")
+
+
 def iteration_network(paths: DataFrame, iterations: DataFrame, rates: DataFrame, minutes: DataFrame,
                       flows: DataFrame, links: DataFrame, rules: Rules = Rules()) -> DataFrame:
     """gold.zj_iteration_network from the network tables: one row per (task_id, iteration);
     rules in the module docstring."""
     return network_verdicts(paths, iterations, iteration_counters(paths, iterations, rates, rules),
-                            minutes, flows, links, rules)
+                            iteration_port_minutes(paths, iterations, minutes, flows, rules),
+                            iteration_flows(paths, iterations, flows, links, rules), rules)
 
 
-def network_verdicts(paths: DataFrame, iterations: DataFrame, counters: DataFrame, minutes: DataFrame,
-                     flows: DataFrame, links: DataFrame, rules: Rules = Rules()) -> DataFrame:
-    """gold.zj_iteration_network from the counter evidence already computed per (iteration,
-    port) (iteration_counters) and the per-minute network tables."""
+def network_verdicts(paths: DataFrame, iterations: DataFrame, counters: DataFrame, port_minutes: DataFrame,
+                     flows: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """gold.zj_iteration_network from the evidence kept per iteration (iteration_counters,
+    iteration_port_minutes, iteration_flows): what needs the whole task (baselines, each port's
+    typical level, the suspects) is computed here, from those small tables alone."""
     its = with_baseline(iterations, rules)
     pi = port_iterations(paths, iterations)
-    task_flows = intra_task_flows(paths, flows)
-    flow_it, flow_port = flow_evidence(iterations, task_flows, rules)
-    ev = port_evidence(pi, counters, minute_evidence(pi, minutes, rules), flow_port, rules)
+    ev = port_evidence(pi, counters, flows_elevated(port_minutes, rules), rules)
     keys = ["task_id", "iteration"]
-    out = (its.join(_per_iteration(ev), keys, "left").join(flow_it, keys, "left")
-           .join(link_evidence(paths, iterations, links, rules), keys, "left")
+    out = (its.join(_per_iteration(ev), keys, "left").join(flows, keys, "left")
            .join(_expected(paths), "task_id", "left").join(_candidates(ev, rules), keys, "left"))
     out = out.withColumn("comm_busy_baseline_s", sliding_quantile("comm_busy_s", _centred(rules), rules.baseline_q))
     extra_comm = F.col("comm_busy_s") - F.col("comm_busy_baseline_s")

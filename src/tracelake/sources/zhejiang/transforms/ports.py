@@ -131,8 +131,9 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
 
 
 def carried_state(earlier: DataFrame) -> DataFrame:
-    """The counter rows of an earlier stretch that the rates after it depend on: per port its
-    first row, its last row (the previous poll) and its last non-zero row (the carry anchor).
+    """The counter rows of earlier hours that the rates after them depend on: per hour and port
+    its first row, its last row (the previous poll) and its last non-zero row (the carry anchor).
+    Per hour, so that hours that are not adjacent each keep their own last rows.
 
     port_rates of later rows computed over these rows + the later rows equal port_rates over
     the whole history, except for a port whose earlier stretch has no non-zero row and which
@@ -140,13 +141,35 @@ def carried_state(earlier: DataFrame) -> DataFrame:
     stretch of zeros, which classifies as idle either way."""
     zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
     port = ["device_name", "port_name"]
-    marks = earlier.groupBy(*port).agg(
+    marks = earlier.groupBy("hour_cst", *port).agg(
         F.min("save_time_utc").alias("_first"), F.max("save_time_utc").alias("_last"),
         F.max(F.when(~zero, F.col("save_time_utc"))).alias("_last_update"),
     )
     ts = F.col("save_time_utc")
     keep = (ts == F.col("_first")) | (ts == F.col("_last")) | (ts == F.col("_last_update"))
-    return earlier.join(marks, port).filter(keep).select(*earlier.columns)
+    return earlier.join(marks, ["hour_cst", *port]).filter(keep).select(*earlier.columns)
+
+
+def opening_marks(hour: DataFrame) -> DataFrame:
+    """Per hour and port of counter rows: its first row's time and its first non-zero row's time."""
+    zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
+    return hour.groupBy("hour_cst", "device_name", "port_name").agg(
+        F.min("save_time_utc").alias("_first"), F.min(F.when(~zero, F.col("save_time_utc"))).alias("_update"))
+
+
+def is_opening(max_gap_s: float = MAX_GAP_S) -> Column:
+    """Over rows joined with opening_marks: whether a row's rate can depend on the hours before
+    its own, i.e. it lies within max_gap_s of its port's first row of the hour or is the first
+    non-zero row.
+
+    Every later row's rate is fixed by the hour's own rows: its previous poll is in the hour; a
+    row after the first update anchors on an update of the hour; a zero row more than max_gap_s
+    after the first row cannot be waiting for an update from before the hour (the anchor is no
+    later than that first row), so it is idle or a gap by its own poll interval. So when the hour
+    before changes, only these rows (a few per port) need their rates recomputed."""
+    ts = F.col("save_time_utc")
+    early = F.unix_micros(ts) - F.unix_micros(F.col("_first")) <= F.lit(int(max_gap_s * 1_000_000))
+    return early | F.coalesce(ts == F.col("_update"), F.lit(False))
 
 
 def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: float) -> DataFrame:
