@@ -46,7 +46,8 @@ def run_measured(args: list[str]) -> tuple[float, float, int, str]:
 
 
 def slowest_steps(stderr: str, most: int = 4) -> str:
-    """The CLI's longest progress steps (whole seconds), e.g. `port_rates 19s`: where an hour's
+    """The CLI's longest progress steps (whole seconds), e.g. `port_rates 19s`, and every step of
+    the correlation (the tables that grow with a task's hours if anything does): where an hour's
     time went, so a slower hour says which step grew."""
     steps = []
     for line in stderr.splitlines():
@@ -54,7 +55,9 @@ def slowest_steps(stderr: str, most: int = 4) -> str:
             seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"])
             name = match["label"].split(":")[0].split(".")[-1]
             steps.append((seconds, f"{name}{'(w)' if 'writing' in match['label'] else ''} {seconds}s"))
-    return " ".join(label for seconds, label in sorted(steps, key=lambda s: -s[0])[:most] if seconds > 0)
+    ranked = sorted(steps, key=lambda s: -s[0])
+    shown = ranked[:most] + [s for s in ranked[most:] if "iteration" in s[1] or "task_network" in s[1]]
+    return " ".join(label for seconds, label in shown if seconds > 0)
 
 
 def per_hour_rows(lake: Path, table: str) -> Counter:
