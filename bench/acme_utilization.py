@@ -10,7 +10,8 @@ of GPU columns of a Seren DCGM file (the release's are ~2,000: 250 nodes x 8 GPU
 the nodes); the sampling interval is then chosen to reach the size. Without --width, the
 generator's scale sets both (narrow files: 4 x scale nodes). Then, in this process:
   * parse only (--no-breakdown skips it): the utilization parser written to Parquet, the part
-    that is comparable to DuckDB's unpivot;
+    that is comparable to DuckDB's unpivot (past GROUP_BYTES of CSV the parser first runs its
+    staged jobs over groups of files, acme/utilization.unpivot_files: they are in the figure);
   * tracelake ingest: pipeline.run_ingest(engine, config, "acme", raw) on the local profile
     (parse, quality gate, quarantine, Delta MERGE), utilization and IPMI power tables;
   * DuckDB: per file read_csv(all_varchar) + UNPIVOT ... ON COLUMNS(* EXCLUDE Time) (IPMI: EXCLUDE

@@ -23,6 +23,7 @@ from pyspark.testing import assertDataFrameEqual
 from tracelake.errors import TracelakeError
 from tracelake.pipeline import run_ingest
 from tracelake.schema import load_schema
+from tracelake.sources.acme import unpivot, utilization
 from tracelake.sources.acme.synth import utilization as generate_util
 from tracelake.sources.acme.utilization import parse_column_name, plan
 
@@ -242,6 +243,23 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
     assert parsed.count() == cells
     assert good.count() == good.distinct().count() == distinct
     assert [tuple(r) for r in reasons.collect()] == [("duplicate Time row", cells - distinct)]
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("inline_keys", [unpivot.MAX_INLINE_KEYS, 0], ids=["in-list", "joined-keys"])
+def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month, tmp_path, monkeypatch, inline_keys):
+    """A large input is exploded one group of files at a time and its duplicates ranked in parts
+    (utilization.unpivot_files): same rows, reasons and lineage as the single plan, duplicates
+    across the monthly files included."""
+    one_plan = {t: _parse(spark, month, t) for t in (UTIL, POWER)}
+    monkeypatch.setattr(utilization, "GROUP_BYTES", 1)  # every file a group, staged
+    monkeypatch.setattr(utilization, "RANK_ROWS", 100)  # the duplicates ranked in several parts
+    monkeypatch.setattr(unpivot, "MAX_INLINE_KEYS", inline_keys)  # 0: the repeated keys are joined
+    for item in plan(month, tmp_path):
+        staged = item.parser(spark, item.files, load_schema(item.table))
+        assertDataFrameEqual(staged, one_plan[item.table])
+    assert len(list(tmp_path.glob("acme-cells-*/cells"))) == 2  # both tables went the staged way
+    assert len(list(tmp_path.glob("acme-cells-*/ranked"))) == 2  # both have duplicates to rank
 
 
 @pytest.mark.portable

@@ -12,10 +12,20 @@ Each cell carries its reasons to be set aside (`_parse_errors`), so the caller's
 rows read = kept + quarantined with one row per cell. Duplicate `Time` rows are found in two
 steps so the expensive part stays small: lines are grouped by (series, time), and only cells
 of repeated lines go through the window that keeps one cell per key.
+
+The steps are separate functions because one plan over every file does not keep memory flat on
+Sail: its unnest emits one batch per input batch (up to 8,192 lines x 2,000 cells) and every
+partition of the plan runs at once, so the exploded cells of all files were held together
+(peak RSS 1.65 GB on 0.2 GB of CSV, 5.17 GB on 1 GB, 16.3 GB ingesting 5 GB), and the ranking
+window sorts every repeated cell, a number that grows with the input (4.79 GB for the 8.4 M of
+a 5 GB input). wide_to_long is the one-plan parse; utilization.unpivot_files runs the same
+steps as jobs over groups of files for large inputs (explode_cells per group, ranked_cells in
+parts, then single_cells and contract_rows over the stored cells), with the same result.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Window
@@ -75,21 +85,40 @@ def line_key(line_keys: list[str]) -> Column:
     return F.concat_ws("|", *[p.cast("string") for p in parts])
 
 
-def mark_repeated_lines(lines: DataFrame, line_keys: list[str]) -> DataFrame:
+@dataclass(frozen=True)
+class Repeats:
+    """The line keys (line_key) that more than one line has: `keys` when they are few enough for
+    an IN-list, else None and `frame` (column _line_key) is joined."""
+
+    keys: list[str] | None
+    frame: DataFrame
+
+
+def find_repeats(lines: DataFrame, line_keys: list[str]) -> Repeats:
+    """The repeated keys of `lines` (split_lines' output), collected when at most MAX_INLINE_KEYS.
+
+    Duplicate rows are rare, so the keys are few: the lines are then tested with an IN-list (a
+    join of the lines with them cost 5x the whole line stage). Past MAX_INLINE_KEYS (e.g. a
+    metric present both unsplit and split) the frame is joined instead."""
+    complete = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in line_keys])
+    repeats = (lines.filter(complete).select(line_key(line_keys).alias("_line_key")).groupBy("_line_key")
+               .count().filter(F.col("count") > 1).select("_line_key"))
+    found = [r[0] for r in repeats.limit(MAX_INLINE_KEYS + 1).collect()]
+    return Repeats(found if len(found) <= MAX_INLINE_KEYS else None, repeats)
+
+
+def mark_repeated_lines(lines: DataFrame, line_keys: list[str], repeats: Repeats | None = None) -> DataFrame:
     """Adds `repeated`: another line of the same series has the same key (e.g. Time).
 
-    The repeated keys are few (duplicate rows are rare), so they are collected and tested with
-    an IN-list: a join of the lines with them cost 5x the whole line stage. Past
-    MAX_INLINE_KEYS (e.g. a metric present both unsplit and split) the join is used."""
+    `repeats` are the keys found over every file of the parse (find_repeats), so that a subset
+    of the files can be marked alone; without it they are found over `lines`."""
+    repeats = repeats or find_repeats(lines, line_keys)
     complete = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in line_keys])
     keyed = lines.withColumn("_line_key", F.when(complete, line_key(line_keys)))
-    repeats = (keyed.filter(complete).groupBy("_line_key").count()
-               .filter(F.col("count") > 1).select("_line_key"))
-    found = [r[0] for r in repeats.limit(MAX_INLINE_KEYS + 1).collect()]
-    if len(found) <= MAX_INLINE_KEYS:
-        flag = F.col("_line_key").isin(found) if found else F.lit(False)
+    if repeats.keys is not None:
+        flag = F.col("_line_key").isin(repeats.keys) if repeats.keys else F.lit(False)
         return keyed.withColumn("repeated", F.coalesce(flag, F.lit(False))).drop("_line_key")
-    joined = keyed.join(repeats.withColumn("repeated", F.lit(True)), "_line_key", "left")
+    joined = keyed.join(repeats.frame.withColumn("repeated", F.lit(True)), "_line_key", "left")
     return joined.withColumn("repeated", F.coalesce(F.col("repeated"), F.lit(False))).drop("_line_key")
 
 
@@ -110,7 +139,12 @@ def attach_header(cells: DataFrame, header: DataFrame) -> DataFrame:
 
     The header is the left (build) side of a right join: the hash table holds the header, and
     the cells stream through. As `cells.join(header, "left")` Sail built the table from the
-    cells, i.e. held every cell in memory (17 GB and an OOM kill on 1 GB of CSV)."""
+    cells, i.e. held every cell in memory (17 GB and an OOM kill on 1 GB of CSV). Sail plans it
+    as a partitioned hash join (the broadcast hint is ignored), so the cells are hash-shuffled
+    first; that shuffle is not what grew with the input: exploded cells written without this
+    join peaked at 1.27 GB on 0.2 GB of CSV and 4.14 GB on 1 GB, as the parse did, and this
+    join over the 832 M stored cells of a 5 GB input peaked at 1.06 GB. The growth was the
+    explode and the ranking running over every file in one plan (see the module docstring)."""
     return F.broadcast(header).join(cells, ["file_id", "pos"], "right")
 
 
@@ -189,7 +223,7 @@ def wide_to_long(
     data_columns: list[Column],
     naive_zone: str,
 ) -> DataFrame:
-    """The whole parse: lines -> cells with the parse_lines contract.
+    """The whole parse in one plan: lines -> cells with the parse_lines contract.
 
     `lines` are the files' data lines with the FILE_INTS columns (utilization.read_wide_lines);
     `header` has file_id, pos, source_file, file_rank, column, id_name, header_error, json_key
@@ -197,14 +231,39 @@ def wide_to_long(
     constants and parsed key columns that `cell_keys` and `data_columns` use (over a cell frame
     that also has ts, id_raw and value). Lines are split by `repeated` before the explode, so
     only the few repeated lines' cells go through the ranking window; the (cheap) line stage
-    runs once per branch, the explode and join once in all."""
+    runs once per branch, the explode and join once in all. One plan runs every file at once:
+    for inputs larger than a few hundred MB, see utilization.unpivot_files."""
     marked = mark_repeated_lines(split_lines(lines, naive_zone), line_keys)
-    repeated = finish_cells(explode_cells(marked.filter(F.col("repeated"))), header)
-    single = finish_cells(explode_cells(marked.filter(~F.col("repeated"))), header)
-    cells = rank_repeated_cells(repeated, cell_keys).unionByName(
-        single.withColumn("dup_rank", F.lit(1)).withColumn("dup_error", F.lit(None).cast("string")))
+    return long_rows(explode_cells(marked.filter(F.col("repeated"))), explode_cells(marked.filter(~F.col("repeated"))),
+                     header, cell_keys, data_columns)
+
+
+def ranked_cells(repeated: DataFrame, header: DataFrame, cell_keys: list[str]) -> DataFrame:
+    """Cells of repeated lines (explode_cells' output), finished and ranked (rank_repeated_cells).
+    Ranking sorts every row it is given, wide as finished cells are: see
+    utilization.unpivot_files for how a large parse bounds that."""
+    return rank_repeated_cells(finish_cells(repeated, header), cell_keys)
+
+
+def single_cells(single: DataFrame, header: DataFrame) -> DataFrame:
+    """Cells of lines no other line repeats, finished: each is kept unless it has errors."""
+    return (finish_cells(single, header).withColumn("dup_rank", F.lit(1))
+            .withColumn("dup_error", F.lit(None).cast("string")))
+
+
+def contract_rows(cells: DataFrame, data_columns: list[Column]) -> DataFrame:
+    """Finished, ranked cells -> the parse_lines contract (data, lineage, _parse_errors)."""
     errors = F.array_compact(F.concat(F.col("own_errors"), F.array(F.col("dup_error"))))
     return cells.select(
         *data_columns, F.col("source_file"), *cell_lineage(F.col("column"), errors),
         errors.alias("_parse_errors"),
     )
+
+
+def long_rows(
+    repeated: DataFrame, single: DataFrame, header: DataFrame, cell_keys: list[str], data_columns: list[Column],
+) -> DataFrame:
+    """Cells (explode_cells' output) of repeated and of single lines -> the parse_lines contract:
+    header facts, typed value, errors, duplicate ranking (repeated cells only) and lineage."""
+    cells = ranked_cells(repeated, header, cell_keys).unionByName(single_cells(single, header))
+    return contract_rows(cells, data_columns)

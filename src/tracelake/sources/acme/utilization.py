@@ -13,7 +13,8 @@ under utilization/ is an error, so a misplaced file is never skipped quietly.
 Metric files are wide: `Time` (epoch seconds) and one column per node IP (`<IP>`, IB counters
 `<IP>-mlx5_0`) or per GPU (`<IP>-<gpu index>`). Their headers differ per file, so the default
 reader (fixed header) does not apply: the header is read here, at the edge, parsed into a small
-frame, and Spark does the wide-to-long (transforms.utilization). One bronze row per cell:
+frame, and Spark does the wide-to-long (unpivot.py; an input larger than GROUP_BYTES is run as
+staged jobs over groups of files, so memory stays flat: unpivot_files). One bronze row per cell:
 
   * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
   * a cell that is not a finite number, sits under a column name that is not
@@ -42,8 +43,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import uuid
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -51,9 +55,20 @@ from pyspark.sql import functions as F
 
 from tracelake.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, union_all
+from tracelake.reader import RawFile, stage, union_all
 from tracelake.schema import TableSchema
-from tracelake.sources.acme.unpivot import FILE_INTS, wide_to_long
+from tracelake.sources.acme.unpivot import (
+    FILE_INTS,
+    Repeats,
+    contract_rows,
+    explode_cells,
+    find_repeats,
+    mark_repeated_lines,
+    ranked_cells,
+    single_cells,
+    split_lines,
+    wide_to_long,
+)
 
 UTILIZATION_TABLE = "bronze.acme_utilization"
 POWER_TABLE = "bronze.acme_power"
@@ -182,9 +197,9 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     _one_per_series(power, ("cluster", "kind"))
     inputs = []
     if metrics:
-        inputs.append(TableInput(UTILIZATION_TABLE, metrics, parse_utilization))
+        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization, staging=staging)))
     if power:
-        inputs.append(TableInput(POWER_TABLE, power, parse_power))
+        inputs.append(TableInput(POWER_TABLE, power, partial(parse_power, staging=staging)))
     return inputs
 
 
@@ -204,6 +219,95 @@ def read_wide_lines(spark: SparkSession, files: list[dict]) -> DataFrame:
         header = f["header_line"]
         frames.append(frame.filter(~F.col("line").isin(header, "\ufeff" + header)))
     return union_all(frames)
+
+
+# A large parse is staged in jobs (unpivot_files): CSV bytes per job exploding a group of files
+# (a larger file is a job of its own: its batches are capped at 8,192 lines), and repeated-line
+# cells per job ranking them (finished cells take ~350 B each in the window's sort). Measured at
+# 2,000 columns: the group jobs peaked at 1.01 GB RSS on 1 GB of CSV and 1.76 GB on 5 GB.
+GROUP_BYTES = 128 * 2**20
+RANK_ROWS = 1_000_000
+GZIP_RATIO = 4  # CSV bytes per gzipped byte, about (the generated files compress 2.2-3.5x)
+
+
+def file_groups(files: list[dict], budget: int) -> list[list[dict]]:
+    """The files in order, cut into groups of at most `budget` bytes of CSV (a larger file is a
+    group of its own). A .gz file counts GZIP_RATIO times its size on disk."""
+    groups: list[list[dict]] = []
+    size = 0
+    for f in files:
+        n = os.path.getsize(f["path"]) * (GZIP_RATIO if f["path"].endswith(".gz") else 1)
+        if groups and size + n <= budget:
+            groups[-1].append(f)
+            size += n
+        else:
+            groups.append([f])
+            size = n
+    return groups
+
+
+def stage_parts(parts: list[DataFrame], path: Path) -> DataFrame:
+    """reader.stage for a frame given in parts: each part is written into one Parquet folder by
+    a job of its own, one after another, and the folder is read back. With zero rows the
+    schema is kept (Sail writes no file for an empty frame)."""
+    for i, part in enumerate(parts):
+        part.write.mode("append" if i else "overwrite").parquet(str(path))
+    stored = parts[0].sparkSession.read.parquet(str(path))
+    if stored.columns != parts[0].columns:
+        return parts[0].sparkSession.createDataFrame([], parts[0].schema)
+    return stored
+
+
+def rank_in_parts(repeated: DataFrame, header: DataFrame, cell_keys: list[str], path: Path) -> DataFrame:
+    """unpivot.ranked_cells, staged in jobs of about RANK_ROWS cells: the ranking window sorts
+    every row it is given, so the cells are split by a hash of their Time (all cells of one
+    key share it) into parts ranked one after another."""
+    parts = max(1, -(-repeated.count() // RANK_ROWS))
+    bucket = F.pmod(F.xxhash64(F.col("ts")), F.lit(parts))
+    return stage_parts([ranked_cells(repeated.filter(bucket == b), header, cell_keys) for b in range(parts)], path)
+
+
+def unpivot_files(
+    spark: SparkSession, files: list[dict], header: DataFrame, line_keys: list[str], cell_keys: list[str],
+    data: list, staging: Path | None,
+) -> DataFrame:
+    """unpivot.wide_to_long over the files: in one plan when they fit in one group (file_groups)
+    or no staging folder is given; else in jobs staged under `staging`, so that memory stays
+    flat as the input grows:
+
+    * the lines of one group of files are exploded per job (cells, with `repeated`);
+    * the cells of repeated lines are ranked in parts of about RANK_ROWS cells (rank_in_parts);
+    * the returned plan finishes the single lines' cells from the stored ones and adds the
+      ranked cells: it reads stored rows in batches and fans nothing out.
+
+    Why: Sail runs every partition of a plan at once (a read per file, two partitions each,
+    all in one union) and its unnest emits one batch per input batch, up to 8,192 lines x 2,000
+    cells, so the cells of every file were in memory together before the writer drained them;
+    and the ranking window's sort holds every repeated cell, whose number grows with the input
+    (duplicates are a share of the rows). Measured at 2,000 columns: exploded cells alone
+    written to Parquet peaked at 1.27 GB RSS on 0.2 GB of CSV and 4.14 GB on 1 GB (the whole
+    parse 1.65 and 5.17 GB), one job per file 0.83 GB on 1 GB; on 5 GB the ranking of its
+    8.4 M repeated cells in one job peaked at 4.79 GB (1.88 GB without it). The keys that mark
+    repeated lines are found once over every file (find_repeats): no fan-out, no growth."""
+    lines = read_wide_lines(spark, files)
+    groups = file_groups(files, GROUP_BYTES)
+    if staging is None or len(groups) == 1:
+        return wide_to_long(lines, header, line_keys, cell_keys, data, LOCAL_ZONE)
+    folder = Path(staging) / f"acme-cells-{uuid.uuid4().hex[:8]}"
+    repeats = find_repeats(split_lines(lines, LOCAL_ZONE), line_keys)
+    if repeats.keys is None:  # too many for an IN-list: every group's job joins them, found once
+        repeats = Repeats(None, stage(repeats.frame, folder / "repeated_keys"))
+
+    def group_cells(group: list[dict]) -> DataFrame:
+        return explode_cells(mark_repeated_lines(split_lines(read_wide_lines(spark, group), LOCAL_ZONE),
+                                                 line_keys, repeats))
+
+    cells = stage_parts([group_cells(g) for g in groups], folder / "cells")
+    rows = single_cells(cells.filter(~F.col("repeated")), header)
+    if repeats.keys != []:
+        repeated = stage(cells.filter(F.col("repeated")), folder / "repeated")
+        rows = rank_in_parts(repeated, header, cell_keys, folder / "ranked").unionByName(rows)
+    return contract_rows(rows, data)
 
 
 def _file_entry(i: int, raw: RawFile, header: Header, series: int, time_pos: int, id_pos: int) -> dict:
@@ -255,8 +359,11 @@ UTILIZATION_HEADER = (
 )
 
 
-def parse_utilization(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract)."""
+def parse_utilization(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame:
+    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract).
+    A large input is exploded in groups of files staged under `staging` (unpivot_files)."""
     entries, header_rows = [], []
     for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "metric")))):
         header = read_header(raw.path, raw.name)
@@ -265,8 +372,7 @@ def parse_utilization(spark: SparkSession, files: list[RawFile], schema: TableSc
     header_df = spark.createDataFrame(header_rows, UTILIZATION_HEADER)
     keys = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
     data = [F.col(c) for c in (*keys, "value", "unit")]
-    lines = read_wide_lines(spark, entries)
-    return wide_to_long(lines, header_df, ["series_id", "ts"], keys, data, LOCAL_ZONE)
+    return unpivot_files(spark, entries, header_df, ["series_id", "ts"], keys, data, staging)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
@@ -295,8 +401,11 @@ POWER_HEADER = (
 )
 
 
-def parse_power(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """IPMI power CSVs -> one row per (ts, node, component) of bronze.acme_power."""
+def parse_power(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame:
+    """IPMI power CSVs -> one row per (ts, node, component) of bronze.acme_power (large inputs
+    staged in groups of files, as parse_utilization)."""
     entries, header_rows = [], []
     for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "kind")))):
         header = read_header(raw.path, raw.name)
@@ -313,5 +422,4 @@ def parse_power(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
     keys = ["cluster", "kind", "ts", "id_raw", "component"]
     data = [F.col("cluster"), F.col("kind"), F.col("ts"), F.col("id_raw").alias("node"),
             F.col("component"), F.col("value"), F.col("unit")]
-    lines = read_wide_lines(spark, entries)
-    return wide_to_long(lines, header_df, ["series_id", "ts", "id_raw"], keys, data, LOCAL_ZONE)
+    return unpivot_files(spark, entries, header_df, ["series_id", "ts", "id_raw"], keys, data, staging)
