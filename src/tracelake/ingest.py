@@ -330,6 +330,7 @@ def publish_derived(
         lake.overwrite(spark, config, schema, df, compare=[c.name for c in schema.columns])
     else:
         lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns],
-                                rows=rows, fence=False)  # df is read back from staging: no filter below it
+                                rows=rows, fence=False,  # df is read back from staging: no filter below it
+                                staging=run.staging / f"{table}.pieces")
     _record(spark, config, run, table, gate)
     return TableStats(table, rows, rows, 0, _warnings(gate.results), partitions=partitions)

@@ -351,9 +351,34 @@ def _constant_partition(df: DataFrame, schema: TableSchema, values: tuple) -> Da
                        for c in df.columns])
 
 
+SPLIT_ROWS = 1_000_000  # below this, sorting a several-partition write costs less than staging its pieces
+
+
+def _staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], staging: Path) -> DataFrame:
+    """`df`'s rows of each partition staged on their own, read back with the partition values as
+    literals, and unioned. A partitioned Delta write of that union needs no sort (each piece's
+    partition columns are known constants) where a write of `df` sorts all its rows first;
+    measured on Sail 0.7.2: 10 M rows in two pieces written in 0.6 s at 0.54 GB, while a retry
+    that rewrote two full hours of rates through the sort peaked at 7.5 GB. Literals over a
+    filtered read fail there ("No field named"), hence staging rather than filtering."""
+    types = {c.name: c.spark_type for c in schema.columns}
+    pieces = []
+    for i, values in enumerate(partitions):
+        path = str(staging / f"part-{i}")
+        df.filter(partition_predicate(schema, [values])).drop(*schema.partition_by).write.mode("overwrite").parquet(path)
+        piece = df.sparkSession.read.parquet(path)
+        if not piece.columns:  # Sail writes no file for zero rows: the partition just empties
+            continue
+        constants = dict(zip(schema.partition_by, values))
+        pieces.append(piece.select(*[F.lit(constants[c]).cast(types[c]).alias(c) if c in constants else F.col(c)
+                                     for c in df.columns]))
+    return reduce(DataFrame.unionByName, pieces) if pieces else df.limit(0)
+
+
 def replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
     compare: list[str] | None = None, rows: int | None = None, checked: bool = False, fence: bool = True,
+    staging: Path | None = None,
 ) -> bool:
     """Make `partitions` of the table hold exactly `df`'s rows, in one commit; other partitions
     are neither read nor touched. `df` must hold rows of those partitions only (looked at unless
@@ -364,7 +389,9 @@ def replace_partitions(
     from staging, or a parse where no row failed): the write then skips the repartition that
     _append explains, a shuffle of every row. With several partitions, only those whose rows
     change are rewritten (a retry that rebuilds an hour and the next one rewrites only the hour
-    that changed). Returns whether a commit was made."""
+    that changed). With `staging` (a scratch folder of the run), a write of several large
+    partitions stages each on its own first (_staged_pieces) instead of sorting them all.
+    Returns whether a commit was made."""
     if not partitions:
         return False
     path = ensure_table(spark, config, schema)
@@ -384,10 +411,13 @@ def replace_partitions(
                 return False
             if len(changing) < len(partitions):
                 partitions, where, shrunk = changing, partition_predicate(schema, changing), True
-    source = df.filter(where) if shrunk else df
-    frame = _fenced(source, schema) if fence else conform(source, schema)
-    if len(partitions) == 1 and not shrunk:  # Sail 0.7.2 fails a write of literals over a filter
-        frame = _constant_partition(frame, schema, partitions[0])
+    if len(partitions) > 1 and staging is not None and (rows is None or rows >= SPLIT_ROWS):
+        frame = conform(_staged_pieces(df, schema, partitions, staging), schema)
+    else:
+        source = df.filter(where) if shrunk else df
+        frame = _fenced(source, schema) if fence else conform(source, schema)
+        if len(partitions) == 1 and not shrunk:  # Sail 0.7.2 fails a write of literals over a filter
+            frame = _constant_partition(frame, schema, partitions[0])
     writer = frame.write.format("delta").mode("overwrite").option("replaceWhere", where)
     writer.partitionBy(*schema.partition_by).save(path)
     return True

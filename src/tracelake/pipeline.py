@@ -10,16 +10,18 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from tracelake import lake
 from tracelake.config import Config
-from tracelake.contract import Derived, Partitions
+from tracelake.contract import Derived, Partitions, TableInput
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.ingest import Run, TableStats, commit_table, prepare_table, publish_derived
 from tracelake.lock import lake_write_lock
 from tracelake.registry import all_derived, get_source
+from tracelake.schema import load_schema
 
 Step = Callable[[str], object]  # progress callback: called with a label, returns a context
 
@@ -100,12 +102,88 @@ def _plan(module, source: str, raw_dir: Path, staging: Path, hours: str | None):
     return module.plan(raw_dir, staging, hours=hours)
 
 
+HOUR = "hour_cst"  # the constant a file of an hour folder carries (Zhejiang traffic)
+
+
+def hour_batches(inputs: list[TableInput]) -> list[tuple[str | None, list[TableInput]]]:
+    """A run's inputs in the order they are ingested: one batch per hour folder, in hour order,
+    the files that belong to no hour (workbook, task logs) with the first. A backfill of a day
+    then parses, gates and writes one hour at a time, so its memory is an hour's, not the
+    range's (a write of many hour partitions sorts all their rows first, engine-notes.md)."""
+    hours = sorted({f.constants[HOUR] for item in inputs for f in item.files if HOUR in f.constants})
+    if len(hours) <= 1:
+        return [(None, inputs)]
+    batches = []
+    for i, hour in enumerate(hours):
+        wanted = {hour, None} if i == 0 else {hour}
+        batches.append((hour, [replace(item, files=files) for item in inputs
+                               if (files := [f for f in item.files if f.constants.get(HOUR) in wanted])]))
+    return batches
+
+
+def split_per_hour(derived: list[Derived]) -> tuple[list[Derived], list[Derived]]:
+    """(the derived tables rebuilt after each hour: partitioned by hour and reading no table of
+    the other kind; the rest, rebuilt once after the last hour from everything that changed)."""
+    per_hour, once = [], []
+    for item in derived:
+        hourly = HOUR in load_schema(item.table).partition_by
+        if hourly and not {d.table for d in once} & set(item.inputs):
+            per_hour.append(item)
+        else:
+            once.append(item)
+    return per_hour, once
+
+
+def _add_changes(total: dict[str, Partitions | None], changed: dict[str, Partitions | None]) -> None:
+    for table, partitions in changed.items():
+        if partitions is None or (table in total and total[table] is None):
+            total[table] = None  # the whole table
+        else:
+            total[table] = tuple(sorted({*total.get(table, ()), *partitions}))
+
+
+def merged_stats(stats: list[TableStats]) -> list[TableStats]:
+    """One line per table for a run of several hours: counts added, partitions joined."""
+    by_table: dict[str, TableStats] = {}
+    for s in stats:
+        if (seen := by_table.get(s.table)) is None:
+            by_table[s.table] = s
+            continue
+        parts = None if seen.partitions is None or s.partitions is None else tuple(
+            sorted({*seen.partitions, *s.partitions}))
+        by_table[s.table] = TableStats(
+            s.table, seen.rows_read + s.rows_read, seen.rows_kept + s.rows_kept,
+            seen.rows_quarantined + s.rows_quarantined, tuple(dict.fromkeys([*seen.warnings, *s.warnings])),
+            tuple(dict.fromkeys([*seen.critical_failures, *s.critical_failures])), parts)
+    return list(by_table.values())
+
+
+def _ingest_batch(
+    engine: Engine, config: Config, run: Run, batch: list[TableInput], per_hour: list[Derived], hour: str,
+    step: Step,
+) -> list[TableStats]:
+    """Prepare every input of the batch before its first write, commit them, rebuild the
+    per-hour derived tables; the stats of every table written, with the partitions changed."""
+    prepared = []
+    for item in batch:
+        with step(f"{item.table}: {len(item.files)} file(s){hour}"):
+            prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
+    committed = []
+    for table in prepared:
+        with step(f"{table.table}: writing{hour}"):
+            committed.append(commit_table(engine.spark, config, run, table))
+    changed = _changed(committed)
+    return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
+
+
 def run_ingest(
     engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None,
     hours: str | None = None,
 ) -> list[TableStats]:
     """Ingest a source's raw folder; `hours` (`H` or `FROM..TO`) limits a source with hour
-    folders to those hours."""
+    folders to those hours. Several hours are ingested one after another (hour_batches), each
+    hour's tables prepared before its first commit; a bad file stops the run at its hour, the
+    hours before it stay ingested, and a re-run of the same range redoes only what changed."""
     module = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
     run = Run.new(config)
@@ -116,15 +194,23 @@ def run_ingest(
         try:
             with step(f"unpacking {source} inputs"):
                 inputs = _plan(module, source, raw_dir, run.staging, hours)
-            prepared = []  # every input parsed and gated before the first write
-            for item in inputs:
-                with step(f"{item.table}: {len(item.files)} file(s)"):
-                    prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
-            for table in prepared:
-                with step(f"{table.table}: writing"):
-                    stats.append(commit_table(engine.spark, config, run, table))
-            stats += rebuild_derived(engine, config, run, all_derived(), _changed(stats), step)
+            per_hour, once = split_per_hour(all_derived())
+            batches = hour_batches(inputs)
+            changed: dict[str, Partitions | None] = {}
+            for number, (hour_folder, batch) in enumerate(batches):
+                hour = f" [{hour_folder}]" if hour_folder else ""
+                try:
+                    committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step)
+                except TracelakeError as exc:
+                    if number > 0:
+                        done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
+                        raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it; "
+                                        "a re-run of the range redoes only what changed)") from exc
+                    raise
+                _add_changes(changed, _changed(committed))
+                stats += committed
+            stats += rebuild_derived(engine, config, run, once, changed, step)
         finally:
             run.cleanup()
     lake.register_all(engine.spark, config)
-    return stats
+    return merged_stats(stats)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from corpus import (
     FIXTURES,
+    LEAF1,
+    PORT_HEADER,
     POWER_HEADER,
     SEREN_HEADER,
     SEREN_ROW,
@@ -215,6 +217,13 @@ CASES = [
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052405"]), 2,
          "no hour folder 2024052405"),
+    # a range runs hour after hour: a bad hour stops the run there, the hours before it stay
+    Case("zj_range_stops_at_a_header_only_hour",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 3),
+                f"trafficinfo/2024052401/{LEAF1}_GPU_S9825/Leaf-1_40.csv": PORT_HEADER + "\n"},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052400..2024052401"]), 3,
+         "hour 2024052401: bronze.zj_port_counters: critical expectation(s) failed: table_row_count_to_be_between",
+         rows={"bronze/zj_port_counters": 3, "silver/zj_port_rates": 3}, read={"zj_port_counters": 3}),
     Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
          rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
     # ---- CLI

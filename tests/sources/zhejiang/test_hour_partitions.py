@@ -12,6 +12,7 @@ from helpers import rows, tracelake
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from tracelake import lake
 from tracelake.errors import TracelakeError
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
@@ -123,6 +124,34 @@ def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine
     assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
+def test_a_changed_hour_end_rewrites_both_hours_in_one_commit_from_staged_pieces(
+    engine, spark, config, tmp_path, monkeypatch
+):
+    """Hour 2 again without its last rows: hour 3's opening rows change, so both hours are
+    rewritten, in one commit, each partition staged on its own (no sort of both hours' rows;
+    forced here below the size where that starts)."""
+    monkeypatch.setattr(lake, "SPLIT_ROWS", 0)
+    for i, hour in enumerate(HOURS):
+        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=50 + i)))
+    before = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    rates_path = config.table_path("silver", "zj_port_rates")
+    version = history(engine, rates_path, 1)[0].version
+    again = _hour(tmp_path / "again", HOURS[1], seed=51)
+    for path in again.rglob("*.csv"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        path.write_text("\n".join(lines[:-20]) + "\n", encoding="utf-8")  # the last ~10 s of every port
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(again))}
+
+    assert stats[ports.RATES_TABLE].partitions == ((HOURS[1],), (HOURS[2],))
+    assert history(engine, rates_path, 1)[0].version == version + 1
+    after = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
+    assert after[HOURS[0]] == before[HOURS[0]]
+    assert after[HOURS[1]] != before[HOURS[1]] and after[HOURS[2]] != before[HOURS[2]]
+    assert len(after[HOURS[2]]) == len(before[HOURS[2]])
+    whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+
+
 def test_two_hours_apart_reingested_together_continue_from_their_own_hours_before(engine, spark, config, tmp_path):
     """Re-ingesting hours 2 and 5 of six in one run: each continues from its own hour before
     (the carried rows are kept per hour, so hour 1's last rows are not lost to hour 4's)."""
@@ -164,6 +193,12 @@ def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_pat
         write_port_hour(tmp_path, hour, CHOSEN[:1], _load(0.2), seed=60 + i)
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path), hours=f"{HOURS[1]}..{HOURS[2]}")}
     assert stats[ports.TABLE].partitions == ((HOURS[1],), (HOURS[2],))
+    lines = sum(_data_lines(tmp_path / "trafficinfo" / h) for h in HOURS[1:])
+    assert (stats[ports.TABLE].rows_read, stats[ports.TABLE].rows_kept) == (lines, lines)  # one line per table
+    # a range is ingested hour after hour (its memory is an hour's): one commit per hour and table
+    for table in (ports.TABLE, ports.RATES_TABLE):
+        commits = history(engine, config.table_path(*table.split(".")))
+        assert [c.operation for c in commits[:2]] == ["WRITE", "WRITE"], table
     hours = _table(spark, config, "bronze", "zj_port_counters").select("hour_cst").distinct().collect()
     assert sorted(r.hour_cst for r in hours) == list(HOURS[1:])
     with pytest.raises(TracelakeError, match="no hour folder 2024052403"):
