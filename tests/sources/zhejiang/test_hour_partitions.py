@@ -96,14 +96,18 @@ def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, t
     assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
+def _three_hours_of_rates(engine, spark, config, tmp_path, seed: int) -> tuple[dict, str, int]:
+    """Three hours ingested one by one: (the rates by hour, the rates table's path, its version)."""
+    for i, hour in enumerate(HOURS):
+        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=seed + i)))
+    rates_path = config.table_path("silver", "zj_port_rates")
+    return _by_hour(_table(spark, config, "silver", "zj_port_rates")), rates_path, history(engine, rates_path, 1)[0].version
+
+
 def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine, spark, config, tmp_path):
     """The next hour's rates depend on an hour only through its opening rows: when they come out
     the same, that hour is not rewritten, and the rates still equal a computation over all hours."""
-    for i, hour in enumerate(HOURS):
-        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=30 + i)))
-    before = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
-    rates_path = config.table_path("silver", "zj_port_rates")
-    version = history(engine, rates_path, 1)[0].version
+    before, rates_path, version = _three_hours_of_rates(engine, spark, config, tmp_path, seed=30)
     # hour 2 again with the packets of one non-zero sample in its middle doubled: its last rows stay
     again = _hour(tmp_path / "again", HOURS[1], seed=31)
     path = next(again.rglob("*_1_1.csv"))
@@ -131,11 +135,7 @@ def test_a_changed_hour_end_rewrites_both_hours_in_one_commit_from_staged_pieces
     rewritten, in one commit, each partition staged on its own (no sort of both hours' rows;
     forced here below the size where that starts)."""
     monkeypatch.setattr(lake, "SPLIT_ROWS", 0)
-    for i, hour in enumerate(HOURS):
-        run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=50 + i)))
-    before = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
-    rates_path = config.table_path("silver", "zj_port_rates")
-    version = history(engine, rates_path, 1)[0].version
+    before, rates_path, version = _three_hours_of_rates(engine, spark, config, tmp_path, seed=50)
     again = _hour(tmp_path / "again", HOURS[1], seed=51)
     for path in again.rglob("*.csv"):
         lines = path.read_text(encoding="utf-8").splitlines()
