@@ -3,7 +3,7 @@ deleted after its ingest, then re-ingest a middle hour as a scheduler's retry wo
 hour the CLI's wall time and peak RSS (its own process: parse, gate, Delta, rates, correlation),
 and rows and files per table; asserts nothing.
 
-    python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR]
+    python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR] [--backfill]
 
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
@@ -85,6 +85,18 @@ def table_line(lake: Path) -> str:
     return " ".join(parts)
 
 
+def backfill(hours: list[str], world: list[str], raw: Path, lake: Path) -> None:
+    """All hours generated first, then one `ingest --hours FROM..TO` run over them."""
+    for hour in hours:
+        generated = subprocess.run([*CLI, *world, "--only-hour", hour], capture_output=True, text=True)
+        if generated.returncode != 0:
+            sys.exit(f"generate {hour} failed: {generated.stderr[-500:]}")
+    wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--hours", f"{hours[0]}..{hours[-1]}",
+                                        "--lake", str(lake)])
+    print(f"backfill of {len(hours)} hours in one run: {wall:.1f} s, peak {peak:.2f} GB, rc {rc}  {table_line(lake)}")
+    print(f"  steps: {slowest_steps(err)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=int, default=24)
@@ -92,6 +104,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--start", default="2024052400")
     parser.add_argument("--work", help="work folder (default: a temp folder, removed at the end)")
+    parser.add_argument("--backfill", action="store_true",
+                        help="instead: generate the hours, then ingest them in ONE run (--hours FROM..TO), "
+                             "as a backfill does; prints its wall and peak (target: an hour's peak, <= 6 GB)")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="zj_growth_"))
     raw, lake = work / "raw", work / "lake"
@@ -118,6 +133,11 @@ def main() -> None:
             print(f"  error: {err.strip().splitlines()[-1] if err.strip() else rc}")
         return wall
 
+    if args.backfill:
+        backfill(hours, world, raw, lake)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     for i, hour in enumerate(hours):
         walls.append(one_hour(hour, hour, full=i == 0))
     middle = hours[len(hours) // 2]
