@@ -134,12 +134,14 @@ def split_per_hour(derived: list[Derived]) -> tuple[list[Derived], list[Derived]
     return per_hour, once
 
 
+def _joined(a: Partitions | None, b: Partitions | None) -> Partitions | None:
+    """The partitions two changes touched together; None (the whole table) wins."""
+    return None if a is None or b is None else tuple(sorted({*a, *b}))
+
+
 def _add_changes(total: dict[str, Partitions | None], changed: dict[str, Partitions | None]) -> None:
     for table, partitions in changed.items():
-        if partitions is None or (table in total and total[table] is None):
-            total[table] = None  # the whole table
-        else:
-            total[table] = tuple(sorted({*total.get(table, ()), *partitions}))
+        total[table] = _joined(total[table], partitions) if table in total else partitions
 
 
 def merged_stats(stats: list[TableStats]) -> list[TableStats]:
@@ -149,12 +151,11 @@ def merged_stats(stats: list[TableStats]) -> list[TableStats]:
         if (seen := by_table.get(s.table)) is None:
             by_table[s.table] = s
             continue
-        parts = None if seen.partitions is None or s.partitions is None else tuple(
-            sorted({*seen.partitions, *s.partitions}))
         by_table[s.table] = TableStats(
             s.table, seen.rows_read + s.rows_read, seen.rows_kept + s.rows_kept,
             seen.rows_quarantined + s.rows_quarantined, tuple(dict.fromkeys([*seen.warnings, *s.warnings])),
-            tuple(dict.fromkeys([*seen.critical_failures, *s.critical_failures])), parts)
+            tuple(dict.fromkeys([*seen.critical_failures, *s.critical_failures])),
+            _joined(seen.partitions, s.partitions))
     return list(by_table.values())
 
 
