@@ -184,7 +184,8 @@ def run_ingest(
     """Ingest a source's raw folder; `hours` (`H` or `FROM..TO`) limits a source with hour
     folders to those hours. Several hours are ingested one after another (hour_batches), each
     hour's tables prepared before its first commit; a bad file stops the run at its hour, the
-    hours before it stay ingested, and a re-run of the same range redoes only what changed."""
+    hours before it stay ingested (their derived tables rebuilt before the error is raised), and
+    a re-run of the same range redoes only what changed."""
     module = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
     run = Run.new(config)
@@ -203,11 +204,14 @@ def run_ingest(
                 try:
                     committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step)
                 except TracelakeError as exc:
-                    if number > 0:
-                        done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
-                        raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it; "
-                                        "a re-run of the range redoes only what changed)") from exc
-                    raise
+                    if number == 0:
+                        raise
+                    # the hours before it stay, and so must what is derived from them (task
+                    # iterations, correlation): rebuilt now, not at the end this run won't reach
+                    rebuild_derived(engine, config, run, once, changed, step)
+                    done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
+                    raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it, with the tables "
+                                    "derived from them; a re-run of the range redoes only what changed)") from exc
                 _add_changes(changed, _changed(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)

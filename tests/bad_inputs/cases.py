@@ -224,6 +224,17 @@ CASES = [
                ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052400..2024052401"]), 3,
          "hour 2024052401: bronze.zj_port_counters: critical expectation(s) failed: table_row_count_to_be_between",
          rows={"bronze/zj_port_counters": 3, "silver/zj_port_rates": 3}, read={"zj_port_counters": 3}),
+    # a release's later hour is bad: the task logs came with the first hour, and what is derived
+    # from them (iterations) is built before the error, not left behind the bronze rows
+    Case("zj_release_stops_at_a_bad_hour_with_its_tasks_derived",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 3),
+                f"trafficinfo/2024052401/{LEAF1}_GPU_S9825/Leaf-1_40.csv": PORT_HEADER + "\n",
+                **task_folder([*LOG_HEAD, ON_LOG.format(s=10, i=1), ON_LOG.format(s=20, i=2)])},
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 3,
+         "hour 2024052401: bronze.zj_port_counters: critical expectation(s) failed: table_row_count_to_be_between",
+         rows={"bronze/zj_port_counters": 3, "silver/zj_port_rates": 3, "bronze/zj_task_log_events": 4,
+               "silver/zj_task_iterations": 2},
+         read={"zj_port_counters": 3, "zj_task_log_events": 4}),
     Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
          rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
     # ---- CLI
