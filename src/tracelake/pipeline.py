@@ -206,12 +206,16 @@ def run_ingest(
                 except TracelakeError as exc:
                     if number == 0:
                         raise
+                    done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
                     # the hours before it stay, and so must what is derived from them (task
                     # iterations, correlation): rebuilt now, not at the end this run won't reach
-                    rebuild_derived(engine, config, run, once, changed, step)
-                    done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
-                    raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it, with the tables "
-                                    "derived from them; a re-run of the range redoes only what changed)") from exc
+                    try:
+                        rebuild_derived(engine, config, run, once, changed, step)
+                        derived = "with the tables derived from them"
+                    except TracelakeError as again:
+                        derived = f"the tables derived from them not rebuilt: {again}"
+                    raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it, {derived}; "
+                                    "a re-run of the range redoes only what changed)") from exc
                 _add_changes(changed, _changed(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)

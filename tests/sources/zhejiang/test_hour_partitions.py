@@ -12,7 +12,7 @@ from helpers import rows, tracelake
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake import lake
+from tracelake import lake, pipeline
 from tracelake.errors import TracelakeError
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
@@ -207,6 +207,32 @@ def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_pat
         run_ingest(engine, config, "zhejiang", str(tmp_path), hours="2024-05-24")
     with pytest.raises(TracelakeError, match="--hours applies to sources with hour folders"):
         run_ingest(engine, config, "itp", str(tmp_path), hours=HOURS[0])
+
+
+def test_a_bad_hour_after_good_ones_names_both_failures_when_the_derived_rebuild_fails_too(
+        engine, config, tmp_path, monkeypatch):
+    """The derived tables of the hours before a bad one are rebuilt before its error is raised;
+    should that rebuild fail as well, the line still leads with the bad hour and says what was
+    not rebuilt, instead of hiding the first failure behind the second."""
+    files = write_port_hour(tmp_path, HOURS[0], CHOSEN[:1], _load(0.2), seed=70)
+    bad = tmp_path / "trafficinfo" / HOURS[1] / files[0].parent.name / files[0].name
+    bad.parent.mkdir(parents=True)
+    bad.write_text(files[0].read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    real = pipeline.rebuild_derived
+
+    def failing_once(engine, config, run, derived, changed, step):
+        if any(item.table == "silver.zj_task_iterations" for item in derived):  # the once-rebuilt list
+            raise TracelakeError("silver.zj_task_iterations: disk full")
+        return real(engine, config, run, derived, changed, step)
+
+    monkeypatch.setattr(pipeline, "rebuild_derived", failing_once)
+    with pytest.raises(TracelakeError) as raised:
+        run_ingest(engine, config, "zhejiang", str(tmp_path), hours=f"{HOURS[0]}..{HOURS[1]}")
+    message = str(raised.value)  # exact but for the run id in the middle
+    assert message.startswith(f"hour {HOURS[1]}: bronze.zj_port_counters: critical expectation(s) failed: "
+                              "table_row_count_to_be_between; nothing was written to bronze.zj_port_counters")
+    assert message.endswith(f"({HOURS[0]} ingested before it, the tables derived from them not rebuilt: "
+                            "silver.zj_task_iterations: disk full; a re-run of the range redoes only what changed)")
 
 
 def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
