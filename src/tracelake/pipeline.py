@@ -177,6 +177,20 @@ def _ingest_batch(
     return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
 
 
+def _stopped_at(hour: str, done: list[str], exc: TracelakeError, rebuild_once: Callable[[], object]) -> TracelakeError:
+    """The error of a range stopped at a bad `hour`. The hours before it stay, and so must what
+    is derived from them (task iterations, correlation): rebuilt now, not at the end this run
+    won't reach; a failure of that rebuild is named after the first one, not instead of it."""
+    try:
+        rebuild_once()
+        derived = "with the tables derived from them"
+    except TracelakeError as again:
+        derived = f"the tables derived from them not rebuilt: {again}"
+    span = f"{done[0]}..{done[-1]}" if len(done) > 1 else done[0]
+    return type(exc)(f"hour {hour}: {exc} ({span} ingested before it, {derived}; "
+                     "a re-run of the range redoes only what changed)")
+
+
 def run_ingest(
     engine: Engine, config: Config, source: str, raw: str | None, step: Step | None = None,
     hours: str | None = None,
@@ -206,16 +220,9 @@ def run_ingest(
                 except TracelakeError as exc:
                     if number == 0:
                         raise
-                    done = f"{batches[0][0]}..{batches[number - 1][0]}" if number > 1 else batches[0][0]
-                    # the hours before it stay, and so must what is derived from them (task
-                    # iterations, correlation): rebuilt now, not at the end this run won't reach
-                    try:
-                        rebuild_derived(engine, config, run, once, changed, step)
-                        derived = "with the tables derived from them"
-                    except TracelakeError as again:
-                        derived = f"the tables derived from them not rebuilt: {again}"
-                    raise type(exc)(f"hour {hour_folder}: {exc} ({done} ingested before it, {derived}; "
-                                    "a re-run of the range redoes only what changed)") from exc
+                    done = [h for h, _ in batches[:number]]
+                    raise _stopped_at(hour_folder, done, exc, lambda: rebuild_derived(
+                        engine, config, run, once, changed, step)) from exc
                 _add_changes(changed, _changed(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)
