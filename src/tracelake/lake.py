@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
+from tracelake.reader import write_staged
 from tracelake.schema import LAYERS, TableSchema
 
 _view_counter = 0
@@ -221,7 +222,7 @@ def heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchema
     print(f"tracelake: warning: {schema.full_name} holds keys more than once; keeping one row per key",
           file=sys.stderr)
     staged = f"{config.staging_dir.rstrip('/')}/heal-{uuid.uuid4().hex[:8]}"
-    target.dropDuplicates(keys).write.mode("overwrite").parquet(staged)  # read it all before replacing it
+    write_staged(target.dropDuplicates(keys), staged)  # read it all before replacing it
     healed = spark.read.parquet(staged)
     writer = _fenced(healed, schema).write.format("delta").mode("overwrite")
     if schema.partition_by:
@@ -365,7 +366,7 @@ def _staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], 
     pieces = []
     for i, values in enumerate(partitions):
         path = str(staging / f"part-{i}")
-        df.filter(partition_predicate(schema, [values])).drop(*schema.partition_by).write.mode("overwrite").parquet(path)
+        write_staged(df.filter(partition_predicate(schema, [values])).drop(*schema.partition_by), path)
         piece = df.sparkSession.read.parquet(path)
         if not piece.columns:  # Sail writes no file for zero rows: the partition just empties
             continue

@@ -55,7 +55,7 @@ from pyspark.sql import functions as F
 
 from tracelake.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, stage, union_all
+from tracelake.reader import RawFile, stage, union_all, write_staged
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
@@ -251,7 +251,7 @@ def stage_parts(parts: list[DataFrame], path: Path) -> DataFrame:
     a job of its own, one after another, and the folder is read back. With zero rows the
     schema is kept (Sail writes no file for an empty frame)."""
     for i, part in enumerate(parts):
-        part.write.mode("append" if i else "overwrite").parquet(str(path))
+        write_staged(part, path, "append" if i else "overwrite")
     stored = parts[0].sparkSession.read.parquet(str(path))
     if stored.columns != parts[0].columns:
         return parts[0].sparkSession.createDataFrame([], parts[0].schema)
