@@ -37,6 +37,7 @@ from tracelake.reader import (
 )
 from tracelake.rowrules import rejects
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
+from tracelake.staged_commit import commits_staged, stage_partition
 
 PARSE_EXPECTATION = "tracelake_parse"
 
@@ -319,7 +320,11 @@ def publish_derived(
     """Gate and write a derived (silver/gold) table in one commit: the whole table, or with
     `partitions` only those partitions (df holds exactly their new rows)."""
     schema = load_schema(table)
-    df = _materialize(spark, lake.conform(df, schema), run, table)
+    staged = run.staging / f"{table}.parquet" if commits_staged(config, schema, list(partitions or ())) else None
+    if staged is not None:  # staged as the table lays out its files, committed as they lie
+        df = stage_partition(lake.conform(df, schema), schema, partitions[0], staged)
+    else:
+        df = _materialize(spark, lake.conform(df, schema), run, table)
     gate = run_gate(df, load_suite(table), None)
     if gate.critical_failures:
         _record(spark, config, run, table, gate)
@@ -331,6 +336,6 @@ def publish_derived(
     else:
         lake.replace_partitions(spark, config, schema, df, list(partitions), compare=[c.name for c in schema.columns],
                                 rows=rows, fence=False,  # df is read back from staging: no filter below it
-                                staging=run.staging / f"{table}.pieces")
+                                staging=run.staging / f"{table}.pieces", staged=staged)
     _record(spark, config, run, table, gate)
     return TableStats(table, rows, rows, 0, _warnings(gate.results), partitions=partitions)

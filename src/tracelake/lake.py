@@ -25,6 +25,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake import staged_commit
 from tracelake.config import Config
 from tracelake.reader import write_staged
 from tracelake.schema import LAYERS, TableSchema
@@ -379,7 +380,7 @@ def _staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], 
 def replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
     compare: list[str] | None = None, rows: int | None = None, checked: bool = False, fence: bool = True,
-    staging: Path | None = None,
+    staging: Path | None = None, staged: Path | None = None,
 ) -> bool:
     """Make `partitions` of the table hold exactly `df`'s rows, in one commit; other partitions
     are neither read nor touched. `df` must hold rows of those partitions only (looked at unless
@@ -391,7 +392,9 @@ def replace_partitions(
     _append explains, a shuffle of every row. With several partitions, only those whose rows
     change are rewritten (a retry that rebuilds an hour and the next one rewrites only the hour
     that changed). With `staging` (a scratch folder of the run), a write of several large
-    partitions stages each on its own first (_staged_pieces) instead of sorting them all.
+    partitions stages each on its own first (_staged_pieces) instead of sorting them all. With
+    `staged` (one partition, `df` read back by staged_commit.stage_partition from there), those
+    files are committed as they lie instead of being written again.
     Returns whether a commit was made."""
     if not partitions:
         return False
@@ -412,6 +415,9 @@ def replace_partitions(
                 return False
             if len(changing) < len(partitions):
                 partitions, where, shrunk = changing, partition_predicate(schema, changing), True
+    if staged is not None:
+        staged_commit.commit_staged(path, schema, partitions[0], staged)
+        return True
     if len(partitions) > 1 and staging is not None and (rows is None or rows >= SPLIT_ROWS):
         frame = conform(_staged_pieces(df, schema, partitions, staging), schema)
     else:

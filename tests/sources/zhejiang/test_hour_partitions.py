@@ -4,16 +4,20 @@ before it as if both had been computed at once."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from deltalake import DeltaTable
 from helpers import rows, tracelake
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake import lake, pipeline
 from tracelake.errors import TracelakeError
+from tracelake.ingest import Run, publish_derived
 from tracelake.maintenance import history
 from tracelake.pipeline import run_ingest
 from tracelake.sources.zhejiang import ports
@@ -177,6 +181,40 @@ def test_rates_across_an_hour_boundary_equal_rates_over_both_hours(engine, spark
     # the first row of each port in the second hour continues the first hour: no 'first' status
     firsts = rates.filter(F.col("status") == "first").groupBy("hour_cst").count().collect()
     assert firsts == [(HOURS[0], len(CHOSEN))]
+
+
+def test_an_hours_rates_are_committed_from_their_staged_files_and_equal_the_engines_write(
+    engine, spark, config, tmp_path
+):
+    """On the local profile a one-hour rates rebuild commits the files it staged for the gate
+    (staged_commit) instead of writing them again; the `connect` profile keeps the engine's
+    write. Both hold the same rows, and emptying the partition works the same way."""
+    run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[0], seed=8)))
+    path = config.table_path("silver", "zj_port_rates")
+    counters = _table(spark, config, "bronze", "zj_port_counters")
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), port_rates(counters), ignoreColumnOrder=True)
+    table = DeltaTable(path)
+    added = [json.loads(line)["add"] for line in (Path(path) / "_delta_log" / f"{table.version():020d}.json").open()
+             if '"add"' in line]
+    assert table.history(1)[0]["operation"] == "WRITE"
+    assert added and all(a["path"].startswith(f"hour_cst={HOURS[0]}/") and a["path"].endswith("-staged.parquet")
+                         for a in added)
+    assert sum(json.loads(a["stats"])["numRecords"] for a in added) == counters.count()
+
+    other = replace(config, lake_root=str(tmp_path / "other"), engine_root="", profile="connect",
+                    staging_dir=str(tmp_path / "other" / "_staging"))
+    run = Run.new(other)
+    rebuilt = port_rates(counters)
+    publish_derived(spark, other, run, ports.RATES_TABLE, rebuilt, ((HOURS[0],),))
+    engines = other.table_path("silver", "zj_port_rates")
+    assert not any(f.endswith("-staged.parquet") for f in DeltaTable(engines).file_uris())
+    assertDataFrameEqual(spark.read.format("delta").load(engines), _table(spark, config, "silver", "zj_port_rates"))
+
+    for cfg in (config, other):  # a partition replaced by no rows is emptied, in one commit
+        before = DeltaTable(cfg.table_path("silver", "zj_port_rates")).version()
+        publish_derived(spark, cfg, Run.new(cfg), ports.RATES_TABLE, rebuilt.limit(0), ((HOURS[0],),))
+        assert DeltaTable(cfg.table_path("silver", "zj_port_rates")).version() == before + 1
+        assert _table(spark, cfg, "silver", "zj_port_rates").count() == 0
 
 
 def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tmp_path):
