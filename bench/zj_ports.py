@@ -35,7 +35,7 @@ from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "error")
 
-from tracelake import ingest, lake  # noqa: E402
+from tracelake import ingest, lake, staged_commit  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.pipeline import run_ingest  # noqa: E402
@@ -46,7 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",
            "InPkts": "BIGINT", "InOctets": "BIGINT", "OutPkts": "BIGINT", "OutOctets": "BIGINT",
            "InRatio": "DOUBLE", "OutRatio": "DOUBLE"}
-PHASES = {ingest: ("_materialize", "run_gate", "settle"), ports: ("parse_port_files",),
+PHASES = {ingest: ("_materialize", "stage_partition", "run_gate", "settle"), ports: ("parse_port_files",),
+          staged_commit: ("commit_staged",),
           lake: ("merge_by_key", "replace_by_source", "overwrite", "append", "replace_partitions")}
 
 DUCKDB = """
@@ -99,7 +100,8 @@ def _instrument(totals: dict[str, list[float]]) -> None:
             @functools.wraps(original)
             def timed(*args, _f=original, _n=name, **kwargs):
                 wall, cpu = time.perf_counter(), time.process_time()
-                label = f"{_n} {args[3]}" if _n == "_materialize" else _n  # bronze vs silver
+                label = (f"{_n} {args[3]}" if _n == "_materialize"  # bronze vs silver
+                         else f"{_n} {args[1].full_name}" if _n == "stage_partition" else _n)
                 try:
                     return _f(*args, **kwargs)
                 finally:
