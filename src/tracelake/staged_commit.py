@@ -9,7 +9,7 @@ partition's old files, as the engine's `replaceWhere` write does. Other profiles
 behind a URL, keep the engine's write (lake.replace_partitions).
 
 A crash between the move and the commit leaves files no version references: readers never see
-them, and a vacuum removes them. The commit records `numRecords` per file; the engine's own
+them (a full vacuum of unreferenced files deletes them). The commit records `numRecords` per file; the engine's own
 writes also record min/max values, which `tracelake maintain --optimize` adds when it rewrites.
 """
 
