@@ -9,8 +9,9 @@ partition's old files, as the engine's `replaceWhere` write does. Other profiles
 behind a URL, keep the engine's write (lake.replace_partitions).
 
 A crash between the move and the commit leaves files no version references: readers never see
-them (a full vacuum of unreferenced files deletes them). The commit records `numRecords` per file; the engine's own
-writes also record min/max values, which `tracelake maintain --optimize` adds when it rewrites.
+them (a full vacuum of unreferenced files deletes them). The commit records `numRecords` per
+file, not the min/max values the engine's writes add: an hour's files each span the whole hour,
+so no reader could skip one by its time range anyway.
 """
 
 from __future__ import annotations
