@@ -46,9 +46,9 @@ REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",
            "InPkts": "BIGINT", "InOctets": "BIGINT", "OutPkts": "BIGINT", "OutOctets": "BIGINT",
            "InRatio": "DOUBLE", "OutRatio": "DOUBLE"}
-PHASES = {ingest: ("_materialize", "stage_partition", "run_gate", "settle"), ports: ("parse_port_files",),
+PHASES = {ingest: ("_materialize", "run_gate", "settle"), ports: ("parse_port_files",),
           staged_commit: ("commit_staged",),
-          lake: ("merge_by_key", "replace_by_source", "overwrite", "append", "replace_partitions")}
+          lake: ("merge_by_key", "replace_by_source", "overwrite", "append", "replace_partitions", "stage_partition")}
 
 DUCKDB = """
 import duckdb, json, sys, time

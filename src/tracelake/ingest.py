@@ -37,7 +37,7 @@ from tracelake.reader import (
 )
 from tracelake.rowrules import rejects
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
-from tracelake.staged_commit import commits_staged, stage_partition
+from tracelake.staged_commit import commits_staged
 
 PARSE_EXPECTATION = "tracelake_parse"
 
@@ -322,7 +322,7 @@ def publish_derived(
     schema = load_schema(table)
     staged = run.staging / f"{table}.parquet" if commits_staged(config, schema, list(partitions or ())) else None
     if staged is not None:  # staged as the table lays out its files, committed as they lie
-        df = stage_partition(lake.conform(df, schema), schema, partitions[0], staged)
+        df = lake.stage_partition(lake.conform(df, schema), schema, partitions[0], staged)
     else:
         df = _materialize(spark, lake.conform(df, schema), run, table)
     gate = run_gate(df, load_suite(table), None)

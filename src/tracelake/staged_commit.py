@@ -22,11 +22,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
 from tracelake.config import Config
-from tracelake.reader import write_staged
 from tracelake.schema import TableSchema
 
 PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a folder name that needs no URL encoding in the log
@@ -42,20 +38,8 @@ def commits_staged(config: Config, schema: TableSchema, partitions: list[tuple] 
         v is not None and PLAIN_VALUE.match(str(v)) for v in values)
 
 
-def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Path) -> DataFrame:
-    """`df` (the rows of one partition, conformed) staged as the table's data files are laid
-    out, without its partition columns, and read back with them as the literals they are."""
-    write_staged(df.drop(*schema.partition_by), path)
-    stored = df.sparkSession.read.parquet(str(path))
-    if not stored.columns:  # zero rows: Sail writes no file
-        return df.sparkSession.createDataFrame([], schema.spark_schema())
-    constants = dict(zip(schema.partition_by, (str(v) for v in values)))
-    return stored.select(*[F.lit(constants[c.name]).cast(c.spark_type).alias(c.name) if c.name in constants
-                           else F.col(c.name) for c in schema.columns])
-
-
 def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Path) -> None:
-    """Make the partition hold exactly the Parquet files under `path` (stage_partition's), in
+    """Make the partition hold exactly the Parquet files under `path` (lake.stage_partition's), in
     one commit; the table must exist."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
