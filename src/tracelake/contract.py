@@ -26,9 +26,11 @@ from tracelake.schema import TableSchema, load_schema
 Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked]
 Build = Callable[[SparkSession, Config], DataFrame | None]
 Partitions = tuple[tuple, ...]
-# (spark, config, changed partitions of the inputs that changed) -> (the new rows of the output
-# partitions to replace, those partitions), or None while the inputs are not there yet
-PartialBuild = Callable[[SparkSession, Config, dict[str, Partitions]], tuple[DataFrame, Partitions] | None]
+# (spark, config, changed partitions of the inputs that changed, the run's scratch folder for an
+# intermediate worth storing once) -> (the new rows of the output partitions to replace, those
+# partitions; None: the whole table), or None while the inputs are not there yet
+PartialBuild = Callable[[SparkSession, Config, dict[str, Partitions], Path],
+                        tuple[DataFrame, Partitions | None] | None]
 
 
 @dataclass(frozen=True)

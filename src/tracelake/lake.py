@@ -266,14 +266,15 @@ def overwrite(
 ) -> bool:
     """Replace the whole table in one commit: for derived (gold) tables. With `compare`, a
     replacement that would change nothing is skipped (an identical re-run makes no version).
-    Returns whether a commit was made."""
+    Returns whether a commit was made. The schema file decides the layout: a table written
+    with other columns or partitioning (by an older tracelake) takes the new ones."""
     path = config.table_path(schema.layer, schema.table)
     if compare is not None and table_exists(spark, path):
         stored = spark.read.format("delta").load(path)
-        if _unchanged(stored, df, compare):
+        if set(compare) <= set(stored.columns) and _unchanged(stored, df, compare):
             register(spark, config, schema.layer, schema.table)
             return False
-    writer = conform(df, schema).write.format("delta").mode("overwrite")
+    writer = conform(df, schema).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if schema.partition_by:
         writer = writer.partitionBy(*schema.partition_by)
     writer.save(path)

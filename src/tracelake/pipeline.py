@@ -80,7 +80,7 @@ def rebuild_derived(
             continue
         with step(f"{item.table}: rebuilding"):
             if item.rebuild is not None and all(p is not None for p in inputs.values()):
-                result = item.rebuild(engine.spark, config, inputs)
+                result = item.rebuild(engine.spark, config, inputs, run.staging)
                 if result is None:
                     continue
                 frame, partitions = result

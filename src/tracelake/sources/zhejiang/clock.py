@@ -72,6 +72,14 @@ def format_cst(epoch_s: float, hour_style: str) -> str:
     return f"{local.year}/{local.month}/{local.day} {marker}{hour}:{local.minute:02d}:{local.second:02d}"
 
 
+def cst_hour(ts: Column) -> Column:
+    """The CST hour folder name (YYYYMMDDHH) of a UTC timestamp column, by arithmetic on epoch
+    seconds and a DATE, so it does not depend on the session time zone."""
+    hours = F.floor((F.unix_seconds(ts) + 8 * 3600) / 3600)
+    day = F.date_from_unix_date(F.floor(hours / 24).cast("int"))
+    return F.concat(F.date_format(day, "yyyyMMdd"), F.lpad((hours % 24).cast("string"), 2, "0"))
+
+
 def shift_hour(hour: str, hours: int) -> str:
     """A CST hour folder name (YYYYMMDDHH) moved by `hours`: the hour before is shift_hour(h, -1)."""
     return f"{datetime.strptime(hour, '%Y%m%d%H') + timedelta(hours=hours):%Y%m%d%H}"

@@ -19,16 +19,19 @@ from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.contract import PartialBuild, TableInput, derived
-from tracelake.lake import read_tables
+from tracelake.lake import partition_predicate, read_tables
+from tracelake.reader import stage
 from tracelake.schema import load_schema
-from tracelake.sources.zhejiang.clock import CST, hour_start_utc, shift_hour
+from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import (
     iteration_counters,
     iteration_flows,
     iteration_port_minutes,
     network_verdicts,
+    path_port_evidence,
     task_network_summary,
     task_paths,
+    verdicts,
 )
 
 PATHS = "silver.zj_task_paths"
@@ -49,77 +52,88 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 ITERATIONS = "silver.zj_task_iterations"
 
 
+# How far outside its CST hour folder a record of that folder can cover time: its instant may lie
+# up to 5 minutes outside (further raises the bronze warning *_within_hour_folder /
+# samples_in_hour_folder), and its span reaches back from there at most a minute (port.csv,
+# flow and link minutes) or 2 x MAX_GAP_S (a rate interval: a longer gap has no rate).
+REACH = timedelta(minutes=10)
+
+
 def task_hours(first: datetime, last: datetime) -> set[str]:
-    """The CST hour folders whose records can touch a task running from `first` to `last` (UTC),
-    with the hour on each side: a rate row or a minute record at an hour's edge covers time
-    just across it."""
-    start = (first.replace(tzinfo=first.tzinfo or UTC).astimezone(CST) - timedelta(hours=1)).strftime("%Y%m%d%H")
-    end = (last.replace(tzinfo=last.tzinfo or UTC).astimezone(CST) + timedelta(hours=1)).strftime("%Y%m%d%H")
-    hours, hour = set(), start
+    """The CST hour folders whose records can touch the time from `first` to `last` (UTC): the
+    hours that span widened by REACH on each side overlaps."""
+    def folder(instant: datetime) -> str:
+        return instant.replace(tzinfo=instant.tzinfo or UTC).astimezone(CST).strftime("%Y%m%d%H")
+
+    hours, hour, end = set(), folder(first - REACH), folder(last + REACH)
     while hour <= end:
         hours.add(hour)
         hour = shift_hour(hour, 1)
     return hours
 
 
-def _hour_windows(hours: set[str], margin: timedelta) -> list[tuple[datetime, datetime]]:
-    """The UTC spans of CST hour folders, widened by `margin` on each side."""
-    return [(hour_start_utc(h) - margin, hour_start_utc(h) + timedelta(hours=1) + margin) for h in sorted(hours)]
-
-
-def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple[DataFrame, dict[str, set[str]]]:
-    """(the iterations within an hour of a changed hour, per task the hours their records can
-    lie in): a record in a changed hour can only touch those iterations."""
+def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple[DataFrame, list[tuple], set[str]]:
+    """(the iterations that a record of a changed hour can touch: those overlapping the hour
+    widened by REACH; the (task_id, start_hour_cst) partitions they lie in; the hours whose
+    records can touch them). One small query over the iterations."""
     near = F.lit(False)
-    for start, end in _hour_windows(changed_hours, timedelta(hours=1)):
+    for hour in sorted(changed_hours):
+        start = hour_start_utc(hour) - REACH
+        end = hour_start_utc(hour) + timedelta(hours=1) + REACH
         near = near | ((F.col("start_ts") < F.lit(end)) & (F.col("end_ts") > F.lit(start)))
     affected = iterations.filter(near)
-    spans = affected.groupBy("task_id").agg(F.min("start_ts").alias("first"), F.max("end_ts").alias("last"))
-    return affected, {r.task_id: task_hours(r.first, r.last) for r in spans.collect() if r.first and r.last}
+    spans = (affected.groupBy("task_id", cst_hour(F.col("start_ts")).alias("start_hour_cst"))
+             .agg(F.min("start_ts").alias("first"), F.max("end_ts").alias("last")).collect())
+    partitions = sorted((r.task_id, r.start_hour_cst) for r in spans)
+    hours = set().union(*[task_hours(r.first, r.last) for r in spans])
+    return affected, partitions, hours
 
 
 def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[..., DataFrame]) -> PartialBuild:
-    """The rebuild of a per-iteration evidence table (silver.zj_iteration_*): the iterations
-    within an hour of a changed hour of its `inputs` are recomputed from those inputs' partitions
-    of the hours around them only; the tasks' other iterations keep their stored rows. Replaces
-    the touched tasks' partitions. A table not in the lake yet (a lake made before it existed)
-    is built whole."""
+    """The rebuild of a per-iteration evidence table (silver.zj_iteration_*): the iterations a
+    changed hour of its `inputs` can touch are recomputed from those inputs' partitions of the
+    hours around them only, and replace their rows in the (task_id, start_hour_cst) partitions
+    they lie in; the other rows of those partitions are kept. So an hourly ingest reads and
+    writes a few hours of evidence, however long the task has run. A table not in the lake yet,
+    or laid out before start_hour_cst, is built whole."""
 
-    def rebuild(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple | None] | None:
         paths, iterations, stored = read_tables(spark, config, PATHS, ITERATIONS, table)
         if paths is None or iterations is None:
             return None
         frames = [frame if frame is not None else spark.createDataFrame([], load_schema(name).spark_schema())
                   for frame, name in zip(read_tables(spark, config, *inputs), inputs)]
-        if stored is None:
-            tasks = sorted(r.task_id for r in iterations.select("task_id").distinct().collect())
-            return compute(paths, iterations, *frames), tuple((t,) for t in tasks)
-        affected, hours = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
-        if not hours:
+        if stored is None or "start_hour_cst" not in stored.columns:
+            return compute(paths, iterations, *frames), None
+        affected, partitions, hours = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
+        if not partitions:
             return spark.createDataFrame([], load_schema(table).spark_schema()), ()
-        tasks = sorted(hours)
-        mine, needed = F.col("task_id").isin(tasks), sorted(set().union(*hours.values()))
-        fresh = compute(paths.filter(mine), affected, *[f.filter(F.col("hour_cst").isin(needed)) for f in frames])
-        kept = stored.filter(mine).join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti")
-        return kept.unionByName(fresh.select(*kept.columns)), tuple((t,) for t in tasks)
+        tasks = sorted({task for task, _ in partitions})
+        fresh = compute(paths.filter(F.col("task_id").isin(tasks)), affected,
+                        *[f.filter(F.col("hour_cst").isin(sorted(hours))) for f in frames])
+        kept = (stored.filter(partition_predicate(load_schema(table), partitions))
+                .join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti"))
+        return kept.unionByName(fresh.select(*kept.columns)), tuple(partitions)
 
     return rebuild
 
 
 def rebuild_iteration_network(
-    spark: SparkSession, config: Config, changed: dict
+    spark: SparkSession, config: Config, changed: dict, scratch: Path
 ) -> tuple[DataFrame, tuple] | None:
     """The rows of the tasks whose evidence changed, from that evidence alone (the per-iteration
     tables), replacing those tasks' partitions. No network table is read: the cost follows the
-    task's iterations, not the hours of traffic it ran through."""
+    task's iterations, not the hours of traffic it ran through. The port evidence, which the
+    verdicts read twice, is stored in `scratch` once (measured on a day-long task: 2.1 s → 1.2 s)."""
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None
     tasks = sorted({values[0] for table in EVIDENCE for values in changed.get(table, ())})
     if not tasks:
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
-    mine = F.col("task_id").isin(tasks)
-    return network_verdicts(*[f.filter(mine) for f in frames]), tuple((task,) for task in tasks)
+    paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
+    ports = stage(path_port_evidence(paths, iterations, counters, port_minutes), scratch / f"{ITERATION_NETWORK}.ports")
+    return verdicts(paths, iterations, ports, flows), tuple((task,) for task in tasks)
 
 
 DERIVED = [

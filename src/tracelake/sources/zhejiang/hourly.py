@@ -228,7 +228,7 @@ def parse_hourly(spark: SparkSession, files: list[RawFile], schema: TableSchema)
 
 # ---------------------------------------------------------------- derived tables
 
-def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
     """The NIC rates of the changed hours and of the stored hour after each (its first interval
     starts in the changed hour), from those hours' samples plus each NIC's last sample of the
     hour before; nothing else of the lake is read."""

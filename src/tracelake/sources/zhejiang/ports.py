@@ -311,7 +311,7 @@ def parse_port_files(
 
 # ---------------------------------------------------------------- derived
 
-def rebuild_rates(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
     """The rates of the changed hours, from their counters plus the carried state of the hour
     before each; and of the stored hour after each, whose opening rows continue from it: only
     those rows are recomputed, and the hour is replaced only when they differ from the stored

@@ -384,7 +384,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 EVENTS_TABLE, ITERATIONS_TABLE = "bronze.zj_task_log_events", "silver.zj_task_iterations"
 
 
-def rebuild_iterations(spark: SparkSession, config: Config, changed: dict) -> tuple[DataFrame, tuple] | None:
+def rebuild_iterations(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
     """The iterations of the tasks whose log events changed, from those tasks' partitions only
     (every rule of task_iterations works within one task)."""
     [events] = read_tables(spark, config, EVENTS_TABLE)

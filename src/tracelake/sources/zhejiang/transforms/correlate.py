@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.sources.zhejiang.clock import cst_hour
 from tracelake.sources.zhejiang.layout import UPLINK_PORTS
 from tracelake.sources.zhejiang.transforms.hourly import full_port_name
 
@@ -332,10 +333,9 @@ def port_evidence(pi: DataFrame, counters: DataFrame, minutes: DataFrame, rules:
     ev = ev.select("*", counted.alias("counted"),
                    F.when(counted, F.col("hot_s") / F.col("rated_s")).alias("hot_share"),
                    F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"))
-    port = ["task_id", "device_name", "port_name"]
-    typical = ev.groupBy(*port).agg(*[F.median(m).alias(f"typical_{m}")
-                                      for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
-    return ev.join(typical, port)
+    port = Window.partitionBy("task_id", "device_name", "port_name")  # a window: ev is computed once
+    return ev.select("*", *[F.median(m).over(port).alias(f"typical_{m}")
+                            for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
 
 
 def _candidates(ev: DataFrame, rules: Rules) -> DataFrame:
@@ -402,12 +402,21 @@ def _expected(paths: DataFrame) -> DataFrame:
     )
 
 
+def by_start_hour(evidence: DataFrame, iterations: DataFrame) -> DataFrame:
+    """`evidence` with start_hour_cst, the CST hour folder its iteration starts in: the evidence
+    tables are partitioned by (task_id, start_hour_cst), so an hourly ingest rewrites the few
+    hours of a task it touches, not the task. A left join: evidence of an iteration without a
+    start (none is made) would keep a null there and fail the gate, never vanish."""
+    hours = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("start_hour_cst"))
+    return evidence.join(hours, ["task_id", "iteration"], "left")
+
+
 def iteration_counters(paths: DataFrame, iterations: DataFrame, rates: DataFrame, rules: Rules = Rules()) -> DataFrame:
     """silver.zj_iteration_counters: counter_evidence of every (iteration, path port). Each row
     depends only on the rate rows overlapping its iteration, so it is kept as a table and an
     hourly ingest recomputes only the iterations near its hours (the 0.5 s counters are the
     one network input too large to read again for every hour of a long task)."""
-    return counter_evidence(port_iterations(paths, iterations), rates, rules)
+    return by_start_hour(counter_evidence(port_iterations(paths, iterations), rates, rules), iterations)
 
 
 def iteration_port_minutes(paths: DataFrame, iterations: DataFrame, minutes: DataFrame, flows: DataFrame,
@@ -418,7 +427,7 @@ def iteration_port_minutes(paths: DataFrame, iterations: DataFrame, minutes: Dat
     keys = ["task_id", "iteration", "device_name", "port_name"]
     minute = minute_evidence(port_iterations(paths, iterations), minutes, rules)
     rtts = flow_rtts_per_port(_flow_pairs(iterations, intra_task_flows(paths, flows), rules))
-    return minute.join(rtts, keys, "full")
+    return by_start_hour(minute.join(rtts, keys, "full"), iterations)
 
 
 def iteration_flows(paths: DataFrame, iterations: DataFrame, flows: DataFrame, links: DataFrame,
@@ -426,7 +435,8 @@ def iteration_flows(paths: DataFrame, iterations: DataFrame, flows: DataFrame, l
     """silver.zj_iteration_flows: per iteration, the task's flows (RTT p99, NAKs, NIC IPs seen)
     and the ECN marks on its links; each row depends only on the records around its iteration."""
     per_iteration = flows_per_iteration(_flow_pairs(iterations, intra_task_flows(paths, flows), rules))
-    return per_iteration.join(link_evidence(paths, iterations, links, rules), ["task_id", "iteration"], "full")
+    return by_start_hour(per_iteration.join(link_evidence(paths, iterations, links, rules), ["task_id", "iteration"],
+                                            "full"), iterations)
 
 
 def iteration_network(paths: DataFrame, iterations: DataFrame, rates: DataFrame, minutes: DataFrame,
@@ -443,9 +453,23 @@ def network_verdicts(paths: DataFrame, iterations: DataFrame, counters: DataFram
     """gold.zj_iteration_network from the evidence kept per iteration (iteration_counters,
     iteration_port_minutes, iteration_flows): what needs the whole task (baselines, each port's
     typical level, the suspects) is computed here, from those small tables alone."""
+    ports = path_port_evidence(paths, iterations, counters, port_minutes, rules)
+    return verdicts(paths, iterations, ports, flows, rules)
+
+
+def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFrame, port_minutes: DataFrame,
+                       rules: Rules = Rules()) -> DataFrame:
+    """port_evidence of the tasks' iterations from the stored evidence tables: verdicts reads it
+    twice (per iteration, suspects), so a caller may store it once in between."""
+    counters, port_minutes = (f.drop("start_hour_cst") for f in (counters, port_minutes))
+    return port_evidence(port_iterations(paths, iterations), counters, flows_elevated(port_minutes, rules), rules)
+
+
+def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: DataFrame,
+             rules: Rules = Rules()) -> DataFrame:
+    """gold.zj_iteration_network from path_port_evidence `ev` and iteration_flows `flows`."""
+    flows = flows.drop("start_hour_cst")
     its = with_baseline(iterations, rules)
-    pi = port_iterations(paths, iterations)
-    ev = port_evidence(pi, counters, flows_elevated(port_minutes, rules), rules)
     keys = ["task_id", "iteration"]
     out = (its.join(_per_iteration(ev), keys, "left").join(flows, keys, "left")
            .join(_expected(paths), "task_id", "left").join(_candidates(ev, rules), keys, "left"))
