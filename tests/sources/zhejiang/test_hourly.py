@@ -16,7 +16,7 @@ from tracelake.ingest import Run, ingest_table
 from tracelake.pipeline import rebuild_derived
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import hourly
-from tracelake.sources.zhejiang.clock import cst_to_utc, format_cst
+from tracelake.sources.zhejiang.clock import cst_hour, cst_to_utc, format_cst
 from tracelake.sources.zhejiang.synth.cluster import load_cluster
 from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
 from tracelake.sources.zhejiang.synth.world import World
@@ -60,6 +60,24 @@ def test_every_am_pm_form_parses_to_its_utc_instant(spark):
     df = spark.createDataFrame(rows, "text string, expected timestamp")
     got = df.select("text", cst_to_utc(F.col("text")).alias("expected"))
     assertDataFrameEqual(got, df)
+
+
+@pytest.mark.portable
+def test_the_cst_hour_folder_of_an_instant_does_not_follow_the_session_time_zone(spark):
+    """cst_hour names the evidence tables' start_hour_cst partitions: the same folder whatever
+    zone a session (a notebook, a cluster) formats timestamps in."""
+    instants = [_utc(2024, 5, 23, 16, 0, 0), _utc(2024, 5, 23, 16, 59, 59, 999999),  # 00:00, 00:59:59.999999 CST
+                _utc(2024, 5, 24, 15, 59, 59), _utc(2024, 5, 24, 16, 0, 0),           # last hour of the day, next day
+                _utc(2024, 2, 28, 16, 30, 0)]                                         # 2024-02-29 00:30 CST
+    df = spark.createDataFrame([(_naive(t),) for t in instants], "ts timestamp")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    try:
+        for session_zone in ("UTC", "America/Los_Angeles", "Asia/Shanghai"):
+            spark.conf.set("spark.sql.session.timeZone", session_zone)
+            got = [r.h for r in df.select(cst_hour(F.col("ts")).alias("h")).collect()]
+            assert got == ["2024052400", "2024052400", "2024052423", "2024052500", "2024022900"], session_zone
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 @pytest.mark.portable
