@@ -7,6 +7,8 @@ run's private staging folder, never next to the archive.
 
 from __future__ import annotations
 
+import gzip
+import lzma
 import re
 import shutil
 import tarfile
@@ -38,7 +40,7 @@ def extract_members(
         raise TracelakeError(f"{archive}: not a readable tar archive ({exc})") from exc
     try:
         return _copy_members(archive, tar, dest, wanted)
-    except (tarfile.TarError, EOFError, zlib.error) as exc:  # a truncated or corrupt archive
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as exc:  # truncated or corrupt
         raise TracelakeError(f"{archive}: truncated or corrupt archive ({exc or type(exc).__name__})") from None
 
 
@@ -63,4 +65,14 @@ def _copy_members(
             with source, open(target, "wb") as fh:
                 shutil.copyfileobj(source, fh)
             out[member.name] = target
+        _read_to_end(tar)
         return out
+
+
+def _read_to_end(tar: tarfile.TarFile) -> None:
+    """Decompress what is left of the stream after the last member. tarfile stops at the
+    end-of-archive blocks, but gzip and xz check their CRC after them: without this, a flipped
+    bit in the compressed data yields members with wrong bytes and no error."""
+    stream = tar.fileobj
+    while stream.read(1 << 20):
+        pass

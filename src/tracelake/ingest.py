@@ -34,6 +34,7 @@ from tracelake.reader import (
     read_raw_lines,
     settle,
     stage,
+    unreadable,
 )
 from tracelake.rowrules import rejects
 from tracelake.schema import TableSchema, load_schema, quarantine_schema
@@ -223,8 +224,15 @@ def prepare_table(
     schema = load_schema(table)
     suite = load_suite(table)
     flags, by_gx = _row_flags(suite)
-    parsed, _ = settle((parser or parse_delimited)(spark, files, schema), run.staging / f"{table}.parquet",
-                       lambda frame: _staged_form(frame, schema, flags, by_gx))
+    try:
+        parsed, _ = settle((parser or parse_delimited)(spark, files, schema), run.staging / f"{table}.parquet",
+                           lambda frame: _staged_form(frame, schema, flags, by_gx))
+    except TracelakeError:
+        raise
+    except Exception:  # the engine failed reading: name the file if it is one a user can fix
+        if (problem := unreadable(files)) is not None:
+            raise problem from None
+        raise
     failed = F.size(PARSE_ERRORS) > 0
     flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
     counts = parsed.agg(  # one scan for every count

@@ -9,7 +9,10 @@ instead of failing the job. The formats we ingest are unquoted, which makes a pl
 
 from __future__ import annotations
 
+import codecs
+import gzip
 import re
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
@@ -83,6 +86,27 @@ def utf8_readable(raw: RawFile, staging: Path) -> RawFile:
     copy = staging / f"utf8-{abs(hash(raw.name)):x}-{Path(raw.path).name}"
     copy.write_text(data.decode("utf-8", errors="backslashreplace"), encoding="utf-8")
     return RawFile(str(copy), raw.name, raw.constants)
+
+
+def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
+    """After the engine failed to read `files`: the first one that is not UTF-8 text or whose
+    gzip stream is cut short or corrupt, as a user-facing error naming it; None when every file
+    reads. check_header decodes only the start of a file and the engine's own error names no
+    file, so this reads each file whole: it runs on the error path only."""
+    for raw in files:
+        decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
+        try:
+            with (gzip.open if raw.path.endswith(".gz") else open)(raw.path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    decode(chunk)
+                    offset += len(chunk)
+                decode(b"", final=True)
+        except UnicodeDecodeError as exc:
+            return TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                                  f"near offset {offset + exc.start})")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            return TracelakeError(f"{raw.name}: truncated or corrupt gzip file ({exc or type(exc).__name__})")
+    return None
 
 
 def check_header(raw: RawFile, schema: TableSchema) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import lzma
 from pathlib import Path
 
 from corpus import (
@@ -57,6 +59,34 @@ def _key_arrives_from_another_file(raw: Path) -> list[list[str]]:
     write_archive(first / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
     write_archive(second / "raw-traces.tar.gz", {"cluster02.csv": "\n".join([ITP_HEADER, *good_itp(3)[1:]])})
     return [["ingest", "itp", "--raw", str(first)], ["ingest", "itp", "--raw", str(second)]]
+
+
+def _archive_crc_flipped(raw: Path) -> list[list[str]]:
+    """A bit flipped in the gzip trailer's CRC: tarfile stops before it, so only reading the
+    stream to its end finds the archive corrupt (the members' bytes cannot be trusted)."""
+    archive = write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(400)])})
+    data = bytearray(archive.read_bytes())
+    data[-8] ^= 0x04
+    archive.write_bytes(bytes(data))
+    return [["ingest", "itp", "--raw", str(raw)]]
+
+
+def _truncated_xz(raw: Path) -> list[list[str]]:
+    rows = [f"{i},{i % 7},{i * 3}" for i in range(3000)]
+    data = lzma.compress(("\n".join(["job,group,size", *rows]) + "\n").encode())
+    (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
+    (raw / "alibaba_groups.csv.xz").write_bytes(data[: len(data) // 2])
+    return [["ingest", "zeus", "--raw", str(raw)]]
+
+
+def _truncated_gzip_utilization(raw: Path) -> list[list[str]]:
+    (raw / ACME_JOBS).parent.mkdir(parents=True)
+    (raw / ACME_JOBS).write_text(f"{SEREN_HEADER}\n{SEREN_ROW}\n")
+    data = gzip.compress(b"Time,10.0.0.2\n1689379200,0.5\n1689379215,0.6\n")
+    target = raw / "data" / "utilization" / "seren" / "NODE_CPU_UTILIZATION.csv.gz"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(data[:-6])
+    return [["ingest", "acme", "--raw", str(raw)]]
 
 
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
@@ -129,6 +159,7 @@ CASES = [
     Case("itp_key_arrives_later_from_another_file", _key_arrives_from_another_file, 0, rows={"bronze/itp_jobs": 3},
          reasons={"quarantine/itp_jobs": [["key already stored from raw-traces.tar.gz!cluster01.csv, a file not in this "
                                            "run: ingest both together to move it"]]}),
+    Case("itp_archive_crc_does_not_match", _archive_crc_flipped, 2, "truncated or corrupt archive (CRC check failed"),
     Case("itp_lake_path_is_under_a_file", _lake_under_a_file, 2, "is not writable: Not a directory"),
     # ---- Zeus
     Case("zeus_non_finite_numbers", zeus([TRAIN_ROW], [
@@ -160,6 +191,8 @@ CASES = [
     Case("zeus_negative_power", zeus(None, [POWER_OK, "cifar100,shufflenetv2,64,adadelta,200,20,-5"]), 0,
          rows={"bronze/zeus_power": 1}, reasons={"quarantine/zeus_power": [["column_values_to_be_between(average_power)"]]},
          read={"zeus_power": 2}),
+    Case("zeus_truncated_xz", _truncated_xz, 2, "alibaba_groups.csv.xz: truncated .xz file",
+         rows={"bronze/zeus_train": 0}),
     Case("zeus_raw_is_a_file", _raw_is_a_file, 2, "is a file, not a folder"),
     Case("zeus_raw_missing", _cli("ingest", "zeus", "--raw", "/nonexistent/zeus"), 2, "raw folder /nonexistent/zeus does not exist"),
     # ---- AcmeTrace
@@ -174,6 +207,15 @@ CASES = [
                                      ["ingest", "acme", "--raw", "{raw}"]), 0,
          rows={"bronze/acme_jobs": 1}, reasons={"quarantine/acme_jobs": [["submit_time: 'yesterday' is not a valid timestamp"]]},
          read={"acme_jobs": 2}),
+    # a byte that is not UTF-8 past the first lines: the engine's error names no file, tracelake does
+    Case("acme_latin1_byte_late_in_the_file",
+         files({ACME_JOBS: (f"{SEREN_HEADER}\n" + "".join(SEREN_ROW.replace("5778432", str(5778432 + i)) + "\n"
+                                                         for i in range(200))).encode()
+                + SEREN_ROW.replace("u5907", "caf\xe9").replace("5778432", "1").encode("latin-1") + b"\n"},
+               ["ingest", "acme", "--raw", "{raw}"]), 2, "trace_seren.csv: not UTF-8 text (byte 0xe9",
+         rows={"bronze/acme_jobs": 0}),
+    Case("acme_truncated_gzip_utilization", _truncated_gzip_utilization, 2,
+         "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
     Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
     # ---- Zhejiang
     Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",

@@ -28,6 +28,8 @@ def _decompressed(path: Path, staging: Path) -> Path:
             shutil.copyfileobj(src, dst)
     except lzma.LZMAError as exc:
         raise TracelakeError(f"{path.name}: not a valid .xz file ({exc})") from exc
+    except EOFError:  # the stream ends before its end marker: a cut-off download
+        raise TracelakeError(f"{path.name}: truncated .xz file (the stream ends before its end marker)") from None
     return target
 
 
