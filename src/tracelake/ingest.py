@@ -270,7 +270,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
     quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
         set_aside.select(*q_cols, "reasons", *lineage)
     )
-    names = sorted({f.name for f in files})
+    names = sorted({name for f in files for name in (f.name, *f.aliases)})
     if partitions is None:
         kept, moved = _split_keys_stored_elsewhere(spark, config, schema, kept, names)
         quarantine = quarantine.unionByName(moved.select(*q_cols, "reasons", *lineage))

@@ -37,11 +37,16 @@ EPOCH_MS_MIN, EPOCH_MS_MAX = -62_135_596_800_000, 253_402_300_799_999  # 0001-01
 
 @dataclass(frozen=True)
 class RawFile:
-    """A file to ingest: where Spark reads it, its lineage name, and columns its name implies."""
+    """A file to ingest: where Spark reads it, its lineage name, and columns its name implies.
+    `aliases`: the lineage names the same file has in another place or form the source accepts
+    (`job_trace/trace_seren.csv` for `trace_seren.csv`, `.csv.xz` for `.csv`): rows stored under
+    them are this file's, so moving or recompressing a file replaces its rows instead of
+    leaving them stored under the old name."""
 
     path: str
     name: str
     constants: dict[str, str | None] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from corpus import (
 )
 from helpers import ITP_HEADER, job_id, write_archive
 
+ALIBABA_HEADER = "group,start_time,end_time,dataset,runtime_ratio"
 POWER_OK = "cifar100,shufflenetv2,64,adadelta,175,20,100"
 ACME_JOBS = "data/job_trace/trace_seren.csv"
 
@@ -87,6 +88,30 @@ def _truncated_gzip_utilization(raw: Path) -> list[list[str]]:
     target.parent.mkdir(parents=True)
     target.write_bytes(data[:-6])
     return [["ingest", "acme", "--raw", str(raw)]]
+
+
+def _jobs_file_moved(raw: Path) -> list[list[str]]:
+    """trace_seren.csv first at the top of --raw, then where the release keeps it, one row
+    changed: the same file, so its rows are replaced, not set aside as another file's keys."""
+    first, second = raw / "first", raw / "second" / "job_trace"
+    first.mkdir()
+    second.mkdir(parents=True)
+    other = SEREN_ROW.replace("5778432", "5778433")
+    (first / "trace_seren.csv").write_text(f"{SEREN_HEADER}\n{SEREN_ROW}\n{other}\n")
+    (second / "trace_seren.csv").write_text(f"{SEREN_HEADER}\n{SEREN_ROW}\n{other.replace(',117,', ',118,')}\n")
+    return [["ingest", "acme", "--raw", str(first)], ["ingest", "acme", "--raw", str(second.parent)]]
+
+
+def _groups_recompressed(raw: Path) -> list[list[str]]:
+    """alibaba_groups.csv, then the same rows as alibaba_groups.csv.xz without the last one:
+    the compressed file replaces the plain one's rows."""
+    first, second = raw / "first", raw / "second"
+    rows = [f"{i:032x},{10.0 * i},{10.0 * i + 5},cifar100,1.0" for i in range(1, 4)]
+    first.mkdir()
+    second.mkdir()
+    (first / "alibaba_groups.csv").write_text("\n".join([ALIBABA_HEADER, *rows]) + "\n")
+    (second / "alibaba_groups.csv.xz").write_bytes(lzma.compress(("\n".join([ALIBABA_HEADER, *rows[:2]]) + "\n").encode()))
+    return [["ingest", "zeus", "--raw", str(first)], ["ingest", "zeus", "--raw", str(second)]]
 
 
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
@@ -193,6 +218,8 @@ CASES = [
          read={"zeus_power": 2}),
     Case("zeus_truncated_xz", _truncated_xz, 2, "alibaba_groups.csv.xz: truncated .xz file",
          rows={"bronze/zeus_train": 0}),
+    Case("zeus_groups_file_recompressed", _groups_recompressed, 0, rows={"bronze/zeus_alibaba_groups": 2},
+         reasons={"quarantine/zeus_alibaba_groups": []}),
     Case("zeus_raw_is_a_file", _raw_is_a_file, 2, "is a file, not a folder"),
     Case("zeus_raw_missing", _cli("ingest", "zeus", "--raw", "/nonexistent/zeus"), 2, "raw folder /nonexistent/zeus does not exist"),
     # ---- AcmeTrace
@@ -216,6 +243,8 @@ CASES = [
          rows={"bronze/acme_jobs": 0}),
     Case("acme_truncated_gzip_utilization", _truncated_gzip_utilization, 2,
          "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
+    Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
+         reasons={"quarantine/acme_jobs": []}),
     Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
     # ---- Zhejiang
     Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",

@@ -77,5 +77,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     for cluster in CLUSTERS:
         path = _find(raw_dir, cluster)
         if path is not None:
-            files.append(RawFile(str(path), str(path.relative_to(raw_dir)), {"cluster": cluster}))
+            name = path.relative_to(raw_dir).as_posix()
+            other = FILE_NAME.format(cluster=cluster) if "/" in name else f"{RELEASE_FOLDER}/{name}"
+            files.append(RawFile(str(path), name, {"cluster": cluster}, aliases=(other,)))
     return [TableInput(TABLE, files, parse_acme_jobs)] if files else []

@@ -133,6 +133,11 @@ def _rel(path: Path, raw_dir: Path) -> str:
     return path.relative_to(raw_dir).as_posix()
 
 
+def _other_form(name: str) -> tuple[str]:
+    """The lineage name of the same series file gzipped or not (X.csv <-> X.csv.gz)."""
+    return (name.removesuffix(".gz"),) if name.endswith(".gz") else (f"{name}.gz",)
+
+
 def _one_per_series(files: list[RawFile], keys: tuple[str, ...]) -> None:
     """`X.csv` and `X.csv.gz` (or two spellings of one month) would be the same series twice."""
     seen: dict[tuple, str] = {}
@@ -154,7 +159,7 @@ def _metric_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
         metric = match.group("metric")
         files.append(RawFile(str(path), _rel(path, raw_dir), {
             "cluster": cluster, "metric": metric, "month": match.group("month"),
-            "unit": UNITS.get(metric)}))
+            "unit": UNITS.get(metric)}, aliases=_other_form(_rel(path, raw_dir))))
     _one_per_series(files, ("cluster", "metric", "month"))
     return files
 
@@ -166,7 +171,8 @@ def _power_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
         if not match:
             raise TracelakeError(f"{_rel(path, raw_dir)}: IPMI files are <KIND>_Power.csv, e.g. GPU_AB_Power.csv")
         files.append(RawFile(str(path), _rel(path, raw_dir),
-                             {"cluster": cluster, "kind": match.group("kind"), "unit": "W"}))
+                             {"cluster": cluster, "kind": match.group("kind"), "unit": "W"},
+                             aliases=_other_form(_rel(path, raw_dir))))
     _one_per_series(files, ("cluster", "kind"))
     return files
 

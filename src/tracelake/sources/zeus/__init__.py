@@ -50,7 +50,9 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
         raise TracelakeError(f"{raw_dir}: both alibaba_groups.csv and .csv.xz present; keep one")
     if present:
         path = _decompressed(present[0], staging / "zeus")
-        inputs.append(TableInput("bronze.zeus_alibaba_groups", [RawFile(str(path), present[0].name)]))
+        name = present[0].name
+        aliases = tuple(n for n in ALIBABA_FILES if n != name)  # the same rows, compressed or not
+        inputs.append(TableInput("bronze.zeus_alibaba_groups", [RawFile(str(path), name, aliases=aliases)]))
     if not inputs:
         raise TracelakeError(f"{raw_dir}: no Zeus files ({TRAIN_FILE}, summary_power_<gpu>.csv, alibaba_groups.csv[.xz])")
     return inputs
