@@ -22,7 +22,9 @@ DERIVED: list[Derived] = []  # silver.jobs and gold.jobs_* read ITP too: tracela
 
 
 def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
-    return extract_members(archive, staging / archive.name.split(".")[0], lambda n: n.endswith(".csv"))
+    """Every member that looks like data, `.CSV` or `.csv.bak` too: the callers refuse a name
+    they do not know rather than leave its rows unread (LICENSE and the like stay skipped)."""
+    return extract_members(archive, staging / archive.name.split(".")[0], lambda n: ".csv" in n.lower())
 
 
 def _raw_files(archive: Path, staging: Path) -> list[RawFile]:

@@ -1,4 +1,5 @@
-"""Zeus (NSDI '23) traces: summary_train.csv, summary_power_<gpu>.csv, alibaba_groups.csv[.xz]."""
+"""Zeus (NSDI '23) traces: summary_train.csv, summary_power_<gpu>.csv, alibaba_groups.csv, each as
+it is or .xz-compressed (the release compresses the groups file)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"
 POWER_FILE = re.compile(r"^summary_power_([a-z0-9]+)\.csv$")
-ALIBABA_FILES = ("alibaba_groups.csv", "alibaba_groups.csv.xz")
+ALIBABA_FILE = "alibaba_groups.csv"
 
 
 def _decompressed(path: Path, staging: Path) -> Path:
@@ -33,28 +34,36 @@ def _decompressed(path: Path, staging: Path) -> Path:
     return target
 
 
+def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
+    """`name` or `name.xz` (unpacked into staging), whichever is there; both is an error. The
+    other form is the file's alias: recompressing it replaces its rows."""
+    present = [raw_dir / n for n in (name, f"{name}.xz") if (raw_dir / n).is_file()]
+    if len(present) > 1:
+        raise TracelakeError(f"{raw_dir}: both {name} and {name}.xz present; keep one")
+    if not present:
+        return None
+    found = present[0].name
+    alias = name if found != name else f"{name}.xz"
+    return RawFile(str(_decompressed(present[0], staging / "zeus")), found, constants or {}, aliases=(alias,))
+
+
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     inputs = []
-    if (raw_dir / TRAIN_FILE).is_file():
-        inputs.append(TableInput("bronze.zeus_train", [RawFile(str(raw_dir / TRAIN_FILE), TRAIN_FILE)]))
+    if (train := _one_form(raw_dir, TRAIN_FILE, staging)) is not None:
+        inputs.append(TableInput("bronze.zeus_train", [train]))
     power = []
-    for path in sorted(raw_dir.glob("summary_power_*.csv")):
-        match = POWER_FILE.match(path.name)
+    for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.glob("summary_power_*")}):
+        match = POWER_FILE.match(gpu)
         if not match:
-            raise TracelakeError(f"{path.name}: power file names are summary_power_<gpu>.csv")
-        power.append(RawFile(str(path), path.name, {"gpu": match.group(1)}))
+            raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz)")
+        power.append(_one_form(raw_dir, gpu, staging, {"gpu": match.group(1)}))
     if power:
         inputs.append(TableInput("bronze.zeus_power", power))
-    present = [raw_dir / n for n in ALIBABA_FILES if (raw_dir / n).is_file()]
-    if len(present) > 1:
-        raise TracelakeError(f"{raw_dir}: both alibaba_groups.csv and .csv.xz present; keep one")
-    if present:
-        path = _decompressed(present[0], staging / "zeus")
-        name = present[0].name
-        aliases = tuple(n for n in ALIBABA_FILES if n != name)  # the same rows, compressed or not
-        inputs.append(TableInput("bronze.zeus_alibaba_groups", [RawFile(str(path), name, aliases=aliases)]))
+    if (groups := _one_form(raw_dir, ALIBABA_FILE, staging)) is not None:
+        inputs.append(TableInput("bronze.zeus_alibaba_groups", [groups]))
     if not inputs:
-        raise TracelakeError(f"{raw_dir}: no Zeus files ({TRAIN_FILE}, summary_power_<gpu>.csv, alibaba_groups.csv[.xz])")
+        raise TracelakeError(f"{raw_dir}: no Zeus files ({TRAIN_FILE}, summary_power_<gpu>.csv, {ALIBABA_FILE}; "
+                             "each may be .xz-compressed)")
     return inputs
 
 
