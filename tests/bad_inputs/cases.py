@@ -229,6 +229,10 @@ CASES = [
     Case("zeus_power_file_compressed", files({"summary_power_a40.csv.xz": lzma.compress(f"{POWER_HEADER}\n{POWER_OK}\n".encode())},
                                              ["ingest", "zeus", "--raw", "{raw}"]), 0,
          rows={"bronze/zeus_power": 1}, read={"zeus_power": 1}),
+    Case("zeus_dataset_quoted_or_padded", zeus([TRAIN_ROW, '"cifar100"' + TRAIN_ROW.removeprefix("cifar100").replace(",1,0.5", ",2,0.5"),
+                                                 " " + TRAIN_ROW.replace(",1,0.5", ",3,0.5")], [POWER_OK]), 0,
+         rows={"bronze/zeus_train": 1, "gold/zeus_time_energy_to_accuracy": 1},
+         reasons={"quarantine/zeus_train": [["column_values_to_be_in_set(dataset)"]] * 2}, read={"zeus_train": 3}),
     Case("zeus_raw_is_a_file", _raw_is_a_file, 2, "is a file, not a folder"),
     Case("zeus_raw_missing", _cli("ingest", "zeus", "--raw", "/nonexistent/zeus"), 2, "raw folder /nonexistent/zeus does not exist"),
     # ---- AcmeTrace
