@@ -34,6 +34,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _retain_hours(text: str) -> int:
+    """--retain-hours checked while parsing: a bad value stops before any engine starts (exit 2)."""
+    from tracelake.maintenance import check_retention
+
+    try:
+        hours = int(text)
+        check_retention(hours)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a whole number of hours, got {text!r}") from None
+    except TracelakeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return hours
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse prints the whole usage before an error; ours is one line (exit 2), with the
     hint where to read more."""
@@ -66,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", nargs="?", help="layer.table (default: every lake table)")
     p.add_argument("--optimize", action="store_true", help="compact small files into larger ones")
     p.add_argument("--vacuum", action="store_true", help="delete files no version newer than --retain-hours needs")
-    p.add_argument("--retain-hours", type=int, default=168, metavar="N",
+    p.add_argument("--retain-hours", type=_retain_hours, default=168, metavar="N",
                    help="vacuum keeps files of the last N hours (default 168; below that time travel ends sooner)")
     _common(p)
 

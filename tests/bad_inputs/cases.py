@@ -83,6 +83,14 @@ def _cli(*args: str):
     return write
 
 
+def _ingested_then(*args: str):
+    """A lake holding bronze.itp_jobs (2 rows), then `args` on it."""
+    def write(raw: Path) -> list[list[str]]:
+        write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+        return [["ingest", "itp", "--raw", str(raw)], [*args]]
+    return write
+
+
 def _hourly_one_nic_sample(raw: Path) -> list[list[str]]:
     source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
     lines = source.read_text(encoding="utf-8-sig").splitlines()
@@ -250,4 +258,10 @@ CASES = [
     Case("unreachable_connect_url", _cli("tables", "--profile", "connect", "--connect-url", "sc://127.0.0.1:9"), 2,
          "cannot reach Spark Connect at sc://127.0.0.1:9"),
     Case("describe_unknown_table", _cli("describe", "bronze.nope"), 2, "bronze.nope"),
+    Case("maintain_retain_hours_past_100_years",
+         _ingested_then("maintain", "bronze.itp_jobs", "--vacuum", "--retain-hours", "99999999999999"), 2,
+         "--retain-hours: vacuum retention must be 0 to 876600 hours (100 years), got 99999999999999",
+         rows={"bronze/itp_jobs": 2}),
+    Case("maintain_negative_retain_hours", _cli("maintain", "--vacuum", "--retain-hours", "-5"), 2,
+         "--retain-hours: vacuum retention must be 0 to 876600 hours (100 years), got -5"),
 ]
