@@ -264,4 +264,22 @@ CASES = [
          rows={"bronze/itp_jobs": 2}),
     Case("maintain_negative_retain_hours", _cli("maintain", "--vacuum", "--retain-hours", "-5"), 2,
          "--retain-hours: vacuum retention must be 0 to 876600 hours (100 years), got -5"),
+    Case("query_raw_string_cte_insert_is_refused",  # in r'…' a backslash escapes nothing
+         _query("WITH t AS (SELECT r'\\' AS a) INSERT INTO bronze.acme_jobs SELECT * FROM bronze.acme_jobs --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_raw_string_two_statements_are_refused", _query("SELECT r'\\'; DROP TABLE bronze.acme_jobs --'"), 2,
+         "one statement at a time"),
+    Case("query_comment_ends_at_carriage_return", _query("SELECT 1 --note\rINSERT INTO bronze.itp_jobs SELECT 1"), 2,
+         "query is read-only: INSERT"),
+    Case("query_dollar_quote_insert_is_refused",  # Sail reads $$'$$ as a string
+         _query("WITH t AS (SELECT $$'$$ AS a) INSERT INTO bronze.itp_jobs SELECT * FROM bronze.itp_jobs --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_hint_with_quoted_comment_end_is_refused",  # Spark reads /*+ … */ as code
+         _query("WITH t AS (SELECT /*+ x('*/') */ 1) INSERT INTO bronze.itp_jobs SELECT 1 --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_nested_comment_is_refused", _query("SELECT 1 /* a /* b */ DELETE */"), 2,
+         "nested /* */ comments are refused"),
+    Case("query_quotes_and_comments_still_read",
+         _query("SELECT 'it\\'s' AS a, \"x;y\" AS b, `DELETE`.c FROM (SELECT 1 AS c) AS `DELETE` /* DROP */ -- MERGE"), 0,
+         stdout="a,b,c\nit's,x;y,1"),
 ]
