@@ -218,9 +218,28 @@ def cmd_query(args: argparse.Namespace) -> int:
     check_read_only(args.sql)  # before any engine starts
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = engine.spark.sql(args.sql).toArrow()
+        result = _run_query(engine.spark, args.sql)
     write_csv(result.column_names, [tuple(r.values()) for r in result.to_pylist()])
     return 0
+
+
+def _statement_errors() -> tuple[type[Exception], ...]:
+    """What the engine raises for a mistake in the statement (an unknown table, bad syntax, a
+    division by zero, a failed cast): the user's to fix, so exit 2, not an internal error."""
+    from pyspark import errors as E
+
+    return (E.AnalysisException, E.IllegalArgumentException, E.ArithmeticException, E.DateTimeException,
+            E.ArrayIndexOutOfBoundsException, E.UnsupportedOperationException, E.SparkRuntimeException,
+            E.SparkNoSuchElementException, E.SparkUpgradeException)
+
+
+def _run_query(spark, sql: str):
+    """The statement's result as Arrow; its mistakes become one line keeping the engine's words."""
+    try:
+        return spark.sql(sql).toArrow()
+    except _statement_errors() as exc:
+        text = str(exc).strip() or type(exc).__name__
+        raise TracelakeError(f"query failed: {text.splitlines()[0]}") from exc
 
 
 def cmd_tables(args: argparse.Namespace) -> int:

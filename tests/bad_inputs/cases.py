@@ -282,4 +282,7 @@ CASES = [
     Case("query_quotes_and_comments_still_read",
          _query("SELECT 'it\\'s' AS a, \"x;y\" AS b, `DELETE`.c FROM (SELECT 1 AS c) AS `DELETE` /* DROP */ -- MERGE"), 0,
          stdout="a,b,c\nit's,x;y,1"),
+    Case("query_unknown_table_is_input_error", _query("SELECT * FROM bronze.nope"), 2,
+         "tracelake: error: query failed: Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nope"),
+    Case("query_division_by_zero_is_input_error", _query("SELECT 1/0"), 2, "tracelake: error: query failed: divide by zero"),
 ]
