@@ -259,9 +259,9 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from tracelake.schema import describe_markdown, load_schema
+    from tracelake.schema import describe_markdown, table_schema
 
-    sys.stdout.write(describe_markdown(load_schema(args.table)))
+    sys.stdout.write(describe_markdown(table_schema(args.table)))
     return 0
 
 

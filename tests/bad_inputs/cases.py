@@ -285,4 +285,11 @@ CASES = [
     Case("query_unknown_table_is_input_error", _query("SELECT * FROM bronze.nope"), 2,
          "tracelake: error: query failed: Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nope"),
     Case("query_division_by_zero_is_input_error", _query("SELECT 1/0"), 2, "tracelake: error: query failed: divide by zero"),
+    Case("describe_path_traversal_is_refused", _cli("describe", "../conf/base"), 2,
+         "table name must be <layer>.<table> with layer one of bronze, silver, gold, quarantine, ops"),
+    Case("describe_quarantine_table", _cli("describe", "quarantine.zj_port_counters"), 0,
+         stdout="Partitioned by: hour_cst\n\n| column | type | nullable | unit | source | description |\n|---|---|---|---|---|---|\n"
+                "| hour_cst | string | no |"),
+    Case("describe_quarantine_of_unknown_table", _cli("describe", "quarantine.nope"), 2,
+         "no table 'quarantine.nope': each bronze table has one quarantine table"),
 ]
