@@ -118,13 +118,24 @@ def _config(args: argparse.Namespace):
     )
 
 
+def _require_lake(config) -> None:
+    """A command that reads the lake stops on a path with none, instead of printing an empty
+    listing with exit 0 (a typo in --lake looked like an empty lake)."""
+    if "://" not in config.lake_root and not os.path.isdir(config.lake_root):
+        raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
+
+
 @contextlib.contextmanager
-def _engine(args: argparse.Namespace) -> Iterator[Any]:
+def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
+    """The engine and config; with `need_lake`, only over an existing lake (checked once the
+    engine is up, so an engine that cannot start says so first)."""
     from tracelake.engine import start_engine
 
     config = _config(args)
     engine = start_engine(config)
     try:
+        if need_lake:
+            _require_lake(config)
         yield engine, config
     except KeyboardInterrupt:
         # no session stop: the client's release-session retries can hang; committed versions
@@ -246,7 +257,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     from tracelake.lake import list_lake_tables, register_all
     from tracelake.maintenance import history
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
         rows = []
         for layer, table in list_lake_tables(config):
@@ -282,7 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tracelake.lake import register_all
     from tracelake.report import build_report
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
         for path in build_report(engine, config, args.out):
             print(path)
@@ -304,7 +315,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from tracelake.lake import list_lake_tables
     from tracelake.maintenance import active_files, history, optimize, vacuum
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         tables = list_lake_tables(config)
         if args.table:
             wanted = tuple(args.table.split(".", 1))

@@ -292,4 +292,8 @@ CASES = [
                 "| hour_cst | string | no |"),
     Case("describe_quarantine_of_unknown_table", _cli("describe", "quarantine.nope"), 2,
          "no table 'quarantine.nope': each bronze table has one quarantine table"),
+    Case("tables_on_a_missing_lake", _cli("tables"), 2, "/lake (run `tracelake ingest` first, or check --lake)"),  # the runner's --lake: never created
+    Case("report_on_a_missing_lake", files({}, ["report", "--out", "{raw}/report"]), 2,
+         "/lake (run `tracelake ingest` first, or check --lake)"),
+    Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
 ]
