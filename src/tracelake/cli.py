@@ -34,6 +34,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _retain_hours(text: str) -> int:
+    """--retain-hours checked while parsing: a bad value stops before any engine starts (exit 2)."""
+    from tracelake.maintenance import check_retention
+
+    try:
+        hours = int(text)
+        check_retention(hours)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a whole number of hours, got {text!r}") from None
+    except TracelakeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return hours
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse prints the whole usage before an error; ours is one line (exit 2), with the
     hint where to read more."""
@@ -66,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("table", nargs="?", help="layer.table (default: every lake table)")
     p.add_argument("--optimize", action="store_true", help="compact small files into larger ones")
     p.add_argument("--vacuum", action="store_true", help="delete files no version newer than --retain-hours needs")
-    p.add_argument("--retain-hours", type=int, default=168, metavar="N",
+    p.add_argument("--retain-hours", type=_retain_hours, default=168, metavar="N",
                    help="vacuum keeps files of the last N hours (default 168; below that time travel ends sooner)")
     _common(p)
 
@@ -104,13 +118,24 @@ def _config(args: argparse.Namespace):
     )
 
 
+def _require_lake(config) -> None:
+    """A command that reads the lake stops on a path with none, instead of printing an empty
+    listing with exit 0 (a typo in --lake looked like an empty lake)."""
+    if "://" not in config.lake_root and not os.path.isdir(config.lake_root):
+        raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
+
+
 @contextlib.contextmanager
-def _engine(args: argparse.Namespace) -> Iterator[Any]:
+def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
+    """The engine and config; with `need_lake`, only over an existing lake (checked once the
+    engine is up, so an engine that cannot start says so first)."""
     from tracelake.engine import start_engine
 
     config = _config(args)
     engine = start_engine(config)
     try:
+        if need_lake:
+            _require_lake(config)
         yield engine, config
     except KeyboardInterrupt:
         # no session stop: the client's release-session retries can hang; committed versions
@@ -204,16 +229,35 @@ def cmd_query(args: argparse.Namespace) -> int:
     check_read_only(args.sql)  # before any engine starts
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = engine.spark.sql(args.sql).toArrow()
+        result = _run_query(engine.spark, args.sql)
     write_csv(result.column_names, [tuple(r.values()) for r in result.to_pylist()])
     return 0
+
+
+def _statement_errors() -> tuple[type[Exception], ...]:
+    """What the engine raises for a mistake in the statement (an unknown table, bad syntax, a
+    division by zero, a failed cast): the user's to fix, so exit 2, not an internal error."""
+    from pyspark import errors as E
+
+    return (E.AnalysisException, E.IllegalArgumentException, E.ArithmeticException, E.DateTimeException,
+            E.ArrayIndexOutOfBoundsException, E.UnsupportedOperationException, E.SparkRuntimeException,
+            E.SparkNoSuchElementException, E.SparkUpgradeException)
+
+
+def _run_query(spark, sql: str):
+    """The statement's result as Arrow; its mistakes become one line keeping the engine's words."""
+    try:
+        return spark.sql(sql).toArrow()
+    except _statement_errors() as exc:
+        text = str(exc).strip() or type(exc).__name__
+        raise TracelakeError(f"query failed: {text.splitlines()[0]}") from exc
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
     from tracelake.lake import list_lake_tables, register_all
     from tracelake.maintenance import history
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
         rows = []
         for layer, table in list_lake_tables(config):
@@ -226,9 +270,9 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from tracelake.schema import describe_markdown, load_schema
+    from tracelake.schema import describe_markdown, table_schema
 
-    sys.stdout.write(describe_markdown(load_schema(args.table)))
+    sys.stdout.write(describe_markdown(table_schema(args.table)))
     return 0
 
 
@@ -249,7 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tracelake.lake import register_all
     from tracelake.report import build_report
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
         for path in build_report(engine, config, args.out):
             print(path)
@@ -271,7 +315,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from tracelake.lake import list_lake_tables
     from tracelake.maintenance import active_files, history, optimize, vacuum
 
-    with _engine(args) as (engine, config):
+    with _engine(args, need_lake=True) as (engine, config):
         tables = list_lake_tables(config)
         if args.table:
             wanted = tuple(args.table.split(".", 1))

@@ -178,6 +178,8 @@ def load_config(
 
 
 def _build(merged: dict[str, Any]) -> Config:
+    if not str(merged.get("lake_root") or "").strip():  # "" would resolve to the current folder
+        raise TracelakeError("the lake path is empty: give a folder with --lake DIR, TRACELAKE_LAKE_ROOT or lake_root in conf")
     lake_root = str(merged["lake_root"])
     if "://" not in lake_root:
         lake_root = str(Path(lake_root).expanduser().resolve())

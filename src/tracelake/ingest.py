@@ -37,7 +37,7 @@ from tracelake.reader import (
     unreadable,
 )
 from tracelake.rowrules import rejects
-from tracelake.schema import TableSchema, load_schema, quarantine_schema
+from tracelake.schema import TableSchema, load_schema, quarantine_of
 from tracelake.staged_commit import commits_staged
 
 PARSE_EXPECTATION = "tracelake_parse"
@@ -263,10 +263,9 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
     data_cols = [c.name for c in schema.data_columns]
     kept, set_aside = split_by_gate(spark, prepared.good, gate)
     partitions = file_partitions(files, schema)
-    part_cols = tuple(c for c in schema.columns if c.name in schema.partition_by)
-    q_schema = quarantine_schema(schema.table, part_cols)
+    q_schema = quarantine_of(schema)
     lineage = [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
-    q_cols = [*[c.name for c in part_cols], "source_file", "raw_line", "raw_values_json"]
+    q_cols = [*q_schema.partition_by, "source_file", "raw_line", "raw_values_json"]
     quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
         set_aside.select(*q_cols, "reasons", *lineage)
     )

@@ -21,6 +21,8 @@ from typing import Any
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 
+MAX_RETENTION_HOURS = 100 * 8766  # 100 years; far larger spans overflow deltalake's time arithmetic (a panic)
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -72,6 +74,7 @@ def optimize(engine: Engine, path: str) -> None:
 
 def vacuum(engine: Engine, path: str, retention_hours: int = 168, enforce_retention: bool = True) -> None:
     """Delete files older than the retention; below Delta's 7-day minimum only when asked."""
+    check_retention(retention_hours)
     if not _use_sql(engine, path):
         _delta_table(engine, path).vacuum(
             retention_hours=retention_hours, dry_run=False, enforce_retention_duration=enforce_retention
@@ -80,6 +83,13 @@ def vacuum(engine: Engine, path: str, retention_hours: int = 168, enforce_retent
         if not enforce_retention:
             engine.spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
         engine.spark.sql(f"VACUUM delta.`{path}` RETAIN {int(retention_hours)} HOURS").collect()
+
+
+def check_retention(hours: int) -> None:
+    """Refuse a retention deltalake cannot take: a negative one is a ValueError and a huge one
+    a Rust panic (a BaseException with a traceback), both after the engine started."""
+    if not 0 <= hours <= MAX_RETENTION_HOURS:
+        raise TracelakeError(f"vacuum retention must be 0 to {MAX_RETENTION_HOURS} hours (100 years), got {hours}")
 
 
 def active_files(engine: Engine, path: str) -> int:

@@ -7,6 +7,7 @@ parse plan from it, the writer its MERGE keys, and `tracelake describe` its docu
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,6 +33,7 @@ LAYERS = ("bronze", "silver", "gold", "quarantine", "ops")
 COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values", "non_finite"}
 TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
 LINEAGE_FILE = "_lineage.yaml"
+TABLE_NAME = re.compile(r"([a-z]+)\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,20 @@ def parse_schema(data: dict[str, Any], where: str) -> TableSchema:
     )
 
 
+def check_table_name(full_name: str) -> tuple[str, str]:
+    """(layer, table) of `layer.table`; anything else is refused, as the name becomes a path
+    under schemas/ (`../conf/base` would read a file outside it)."""
+    match = TABLE_NAME.fullmatch(full_name)
+    if not match or match.group(1) not in LAYERS:
+        raise TracelakeError(f"table name must be <layer>.<table> with layer one of {', '.join(LAYERS)} "
+                             f"and table a plain name (letters, digits, _), got {full_name!r}")
+    return match.group(1), match.group(2)
+
+
 @cache
 def load_schema(full_name: str, schema_dir: Path | None = None) -> TableSchema:
     """Load `layer.table` from schemas/<layer>.<table>.yaml."""
+    check_table_name(full_name)
     directory = schema_dir or resource_dir("schemas")
     path = directory / f"{full_name}.yaml"
     if not path.exists():
@@ -194,6 +207,23 @@ def describe_markdown(schema: TableSchema) -> str:
             f"| {c.source or ''} | {c.description} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def table_schema(full_name: str) -> TableSchema:
+    """Any lake table's schema, the generated quarantine ones included (they have no file)."""
+    layer, table = check_table_name(full_name)
+    if layer != "quarantine":
+        return load_schema(full_name)
+    bronze = f"bronze.{table}"
+    if bronze not in all_table_names():
+        known = ", ".join(f"quarantine.{n.split('.', 1)[1]}" for n in all_table_names() if n.startswith("bronze."))
+        raise TracelakeError(f"no table '{full_name}': each bronze table has one quarantine table (known: {known})")
+    return quarantine_of(load_schema(bronze))
+
+
+def quarantine_of(schema: TableSchema) -> TableSchema:
+    """The quarantine table of a bronze table: its partition columns, then the common layout."""
+    return quarantine_schema(schema.table, tuple(c for c in schema.columns if c.name in schema.partition_by))
 
 
 @cache

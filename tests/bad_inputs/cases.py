@@ -138,6 +138,14 @@ def _cli(*args: str):
     return write
 
 
+def _ingested_then(*args: str):
+    """A lake holding bronze.itp_jobs (2 rows), then `args` on it."""
+    def write(raw: Path) -> list[list[str]]:
+        write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+        return [["ingest", "itp", "--raw", str(raw)], [*args]]
+    return write
+
+
 def _hourly_one_nic_sample(raw: Path) -> list[list[str]]:
     source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
     lines = source.read_text(encoding="utf-8-sig").splitlines()
@@ -334,4 +342,42 @@ CASES = [
     Case("unreachable_connect_url", _cli("tables", "--profile", "connect", "--connect-url", "sc://127.0.0.1:9"), 2,
          "cannot reach Spark Connect at sc://127.0.0.1:9"),
     Case("describe_unknown_table", _cli("describe", "bronze.nope"), 2, "bronze.nope"),
+    Case("maintain_retain_hours_past_100_years",
+         _ingested_then("maintain", "bronze.itp_jobs", "--vacuum", "--retain-hours", "99999999999999"), 2,
+         "--retain-hours: vacuum retention must be 0 to 876600 hours (100 years), got 99999999999999",
+         rows={"bronze/itp_jobs": 2}),
+    Case("maintain_negative_retain_hours", _cli("maintain", "--vacuum", "--retain-hours", "-5"), 2,
+         "--retain-hours: vacuum retention must be 0 to 876600 hours (100 years), got -5"),
+    Case("query_raw_string_cte_insert_is_refused",  # in r'…' a backslash escapes nothing
+         _query("WITH t AS (SELECT r'\\' AS a) INSERT INTO bronze.acme_jobs SELECT * FROM bronze.acme_jobs --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_raw_string_two_statements_are_refused", _query("SELECT r'\\'; DROP TABLE bronze.acme_jobs --'"), 2,
+         "one statement at a time"),
+    Case("query_comment_ends_at_carriage_return", _query("SELECT 1 --note\rINSERT INTO bronze.itp_jobs SELECT 1"), 2,
+         "query is read-only: INSERT"),
+    Case("query_dollar_quote_insert_is_refused",  # Sail reads $$'$$ as a string
+         _query("WITH t AS (SELECT $$'$$ AS a) INSERT INTO bronze.itp_jobs SELECT * FROM bronze.itp_jobs --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_hint_with_quoted_comment_end_is_refused",  # Spark reads /*+ … */ as code
+         _query("WITH t AS (SELECT /*+ x('*/') */ 1) INSERT INTO bronze.itp_jobs SELECT 1 --'"), 2,
+         "query is read-only: INSERT"),
+    Case("query_nested_comment_is_refused", _query("SELECT 1 /* a /* b */ DELETE */"), 2,
+         "nested /* */ comments are refused"),
+    Case("query_quotes_and_comments_still_read",
+         _query("SELECT 'it\\'s' AS a, \"x;y\" AS b, `DELETE`.c FROM (SELECT 1 AS c) AS `DELETE` /* DROP */ -- MERGE"), 0,
+         stdout="a,b,c\nit's,x;y,1"),
+    Case("query_unknown_table_is_input_error", _query("SELECT * FROM bronze.nope"), 2,
+         "tracelake: error: query failed: Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nope"),
+    Case("query_division_by_zero_is_input_error", _query("SELECT 1/0"), 2, "tracelake: error: query failed: divide by zero"),
+    Case("describe_path_traversal_is_refused", _cli("describe", "../conf/base"), 2,
+         "table name must be <layer>.<table> with layer one of bronze, silver, gold, quarantine, ops"),
+    Case("describe_quarantine_table", _cli("describe", "quarantine.zj_port_counters"), 0,
+         stdout="Partitioned by: hour_cst\n\n| column | type | nullable | unit | source | description |\n|---|---|---|---|---|---|\n"
+                "| hour_cst | string | no |"),
+    Case("describe_quarantine_of_unknown_table", _cli("describe", "quarantine.nope"), 2,
+         "no table 'quarantine.nope': each bronze table has one quarantine table"),
+    Case("tables_on_a_missing_lake", _cli("tables"), 2, "/lake (run `tracelake ingest` first, or check --lake)"),  # the runner's --lake: never created
+    Case("report_on_a_missing_lake", files({}, ["report", "--out", "{raw}/report"]), 2,
+         "/lake (run `tracelake ingest` first, or check --lake)"),
+    Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
 ]

@@ -55,8 +55,8 @@ def test_errors_are_one_line_with_an_exit_code(tmp_path):
     missing = tracelake("ingest", "itp", "--raw", str(tmp_path / "nowhere"), "--lake", str(tmp_path / "lake"))
     assert (missing.returncode, missing.stderr.strip()) == (2, f"tracelake: error: raw folder {tmp_path / 'nowhere'} does not exist")
     bad_sql = tracelake("query", "SELECT * FROM bronze.nope", "--lake", str(tmp_path / "lake"))
-    assert bad_sql.returncode == 1
-    assert len(bad_sql.stderr.strip().splitlines()) == 1 and bad_sql.stderr.startswith("tracelake: error: ")
+    assert bad_sql.returncode == 2  # the user's statement, not an internal error
+    assert len(bad_sql.stderr.strip().splitlines()) == 1 and bad_sql.stderr.startswith("tracelake: error: query failed: ")
     assert "Traceback" not in bad_sql.stderr
 
 
