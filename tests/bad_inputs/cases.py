@@ -27,6 +27,16 @@ POWER_OK = "cifar100,shufflenetv2,64,adadelta,175,20,100"
 ACME_JOBS = "data/job_trace/trace_seren.csv"
 
 
+def _seren_row(job: int, **values: str) -> str:
+    """SEREN_ROW with another job id (577843<job>) and the named fields replaced."""
+    fields = dict(zip(SEREN_HEADER.split(","), SEREN_ROW.split(",")))
+    return ",".join({**fields, "job_id": f"577843{job}", **values}.values())
+
+
+def _seren(rows: list[str]):
+    return files({ACME_JOBS: "\n".join([SEREN_HEADER, *rows]) + "\n"}, ["ingest", "acme", "--raw", "{raw}"])
+
+
 def _lake_under_a_file(raw: Path) -> list[list[str]]:
     write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
     (raw / "plain-file").write_text("not a folder")
@@ -175,6 +185,23 @@ CASES = [
          rows={"bronze/acme_jobs": 1}, reasons={"quarantine/acme_jobs": [["submit_time: 'yesterday' is not a valid timestamp"]]},
          read={"acme_jobs": 2}),
     Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
+    # a parse-failed row's NaN must not reach a rule: Sail evaluates a query's condition on the rows
+    # a filter drops too, and its decimal cast fails on NaN (the gpu_time values differ, or Sail
+    # reads the NaN back as the column's only other value)
+    Case("acme_nan_beside_a_rule_rejected_row", _seren([SEREN_ROW, _seren_row(3, duration="-5", gpu_time="0.0"),
+                                                         _seren_row(4, gpu_time="nan")]), 0,
+         rows={"bronze/acme_jobs": 1}, read={"acme_jobs": 3},
+         reasons={"quarantine/acme_jobs": [["duration_not_negative"], ["gpu_time: 'nan' is not a finite number"]]}),
+    Case("acme_non_finite_in_several_columns_first", _seren([
+        _seren_row(4, queue="nan"), _seren_row(5, gpu_time="inf"), _seren_row(6, gpu_time="-1e400"),
+        _seren_row(3, duration="-5", gpu_time="0.0"), SEREN_ROW]), 0,
+        rows={"bronze/acme_jobs": 1}, read={"acme_jobs": 5},
+        reasons={"quarantine/acme_jobs": [["duration_not_negative"], ["queue: 'nan' is not a finite number"],
+                                          ["gpu_time: 'inf' is not a finite number"],
+                                          ["gpu_time: '-1e400' is not a finite number"]]}),
+    # a finite value beyond Decimal128(30, 15) failed the same query when its literal was a decimal
+    Case("acme_gpu_time_beyond_decimal_range", _seren([SEREN_ROW, _seren_row(3, gpu_time="1e20")]), 0,
+         rows={"bronze/acme_jobs": 2}, read={"acme_jobs": 2}, stdout="gpu_time_is_duration_times_gpus"),
     # ---- Zhejiang
     Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",
                                                              [10**9, 10**9, -(10**6), 10**9]),
