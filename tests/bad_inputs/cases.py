@@ -202,6 +202,11 @@ CASES = [
     # a finite value beyond Decimal128(30, 15) failed the same query when its literal was a decimal
     Case("acme_gpu_time_beyond_decimal_range", _seren([SEREN_ROW, _seren_row(3, gpu_time="1e20")]), 0,
          rows={"bronze/acme_jobs": 2}, read={"acme_jobs": 2}, stdout="gpu_time_is_duration_times_gpus"),
+    # a zone the engine cannot parse failed late, as a rule that "could not run"; now refused first
+    Case("acme_session_time_zone_not_a_zone", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n"},
+                                                    ["ingest", "acme", "--raw", "{raw}", "--conf",
+                                                     "spark_conf.spark.sql.session.timeZone=Mars/Olympus"]), 2,
+         "spark_conf.spark.sql.session.timeZone must be UTC, got 'Mars/Olympus'", rows={"bronze/acme_jobs": 0}),
     # ---- Zhejiang
     Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",
                                                              [10**9, 10**9, -(10**6), 10**9]),
@@ -277,4 +282,8 @@ CASES = [
     Case("unreachable_connect_url", _cli("tables", "--profile", "connect", "--connect-url", "sc://127.0.0.1:9"), 2,
          "cannot reach Spark Connect at sc://127.0.0.1:9"),
     Case("describe_unknown_table", _cli("describe", "bronze.nope"), 2, "bronze.nope"),
+    # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
+    # zone: another zone stored IPMI times 8 hours off without a word
+    Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
+         "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
 ]
