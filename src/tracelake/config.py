@@ -32,6 +32,13 @@ ENV_PREFIX = "TRACELAKE_"
 ENGINE_SAFE_PATH = re.compile(r"^[A-Za-z0-9/._+=,@~-]*$")
 
 
+TIME_ZONE_KEY = "spark.sql.session.timeZone"
+SESSION_TIME_ZONE = "UTC"
+# spellings of UTC itself; any other zone (even one at +00:00 today, such as Europe/London in
+# winter) is refused
+UTC_SPELLINGS = ("UTC", "Etc/UTC", "Z", "+00:00")
+
+
 @dataclass(frozen=True)
 class Config:
     profile: str
@@ -177,6 +184,20 @@ def load_config(
     return _build(merged)
 
 
+def utc_session_conf(spark_conf: Mapping[str, Any]) -> dict[str, str]:
+    """spark_conf with the session time zone set to UTC, or an error naming another zone. The
+    jobs convert every time to UTC themselves and read naive times (TIMESTAMP literals in the
+    suites, naive log and IPMI times) in the session's zone: any other zone shifts them."""
+    conf = {k: str(v) for k, v in spark_conf.items()}
+    zone = conf.get(TIME_ZONE_KEY, SESSION_TIME_ZONE)
+    if zone not in UTC_SPELLINGS:
+        raise TracelakeError(
+            f"spark_conf.{TIME_ZONE_KEY} must be UTC, got '{zone}': tracelake converts every time to "
+            "UTC itself and needs a UTC session (another zone would shift the stored times)"
+        )
+    return {**conf, TIME_ZONE_KEY: SESSION_TIME_ZONE}
+
+
 def _build(merged: dict[str, Any]) -> Config:
     if not str(merged.get("lake_root") or "").strip():  # "" would resolve to the current folder
         raise TracelakeError("the lake path is empty: give a folder with --lake DIR, TRACELAKE_LAKE_ROOT or lake_root in conf")
@@ -206,7 +227,7 @@ def _build(merged: dict[str, Any]) -> Config:
         staging_dir=str(staging),
         raw_roots={k: str(v) for k, v in (merged.get("raw_roots") or {}).items()},
         catalog=(merged.get("tables") or {}).get("catalog"),
-        spark_conf={k: str(v) for k, v in (merged.get("spark_conf") or {}).items()},
+        spark_conf=utc_session_conf(merged.get("spark_conf") or {}),
         connect_url=merged.get("connect_url"),
         master=merged.get("master"),
         delta_required=delta_required,

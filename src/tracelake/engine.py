@@ -19,7 +19,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from tracelake.config import Config, spark_submit_remote
+from tracelake.config import SESSION_TIME_ZONE, TIME_ZONE_KEY, UTC_SPELLINGS, Config, spark_submit_remote
 from tracelake.errors import TracelakeError
 
 DELTA_SPARK_VERSION = "4.4.1"
@@ -161,7 +161,20 @@ def start_engine(config: Config) -> Engine:
     builders = {"local": _start_local, "spark": _start_classic, "connect": _start_connect}
     engine = builders[config.profile](config)
     atexit.register(engine.stop)
+    _use_utc(engine.spark)
     return engine
+
+
+def _use_utc(spark: SparkSession) -> None:
+    """Run the session in UTC, whatever the platform's default (a Databricks cluster, a Connect
+    server, an attached session): the jobs read naive times in the session's zone and convert
+    to UTC assuming it is UTC (config.utc_session_conf). Checked after setting, so a server
+    that ignores the setting fails here instead of shifting times."""
+    spark.conf.set(TIME_ZONE_KEY, SESSION_TIME_ZONE)
+    zone = spark.conf.get(TIME_ZONE_KEY)
+    if zone not in UTC_SPELLINGS:
+        raise TracelakeError(f"the engine kept {TIME_ZONE_KEY} at '{zone}' after it was set to UTC; "
+                             "tracelake needs a UTC session")
 
 
 def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ from tracelake.config import Config
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.quality import GateOutcome, RuleResult, expectation_id, load_suite, run_gate
 from tracelake.reader import (
+    FLOAT_TYPES,
     PARSE_ERRORS,
     ROW_ID,
     Checked,
@@ -192,11 +193,24 @@ def _row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
     return flags, by_gx
 
 
+def _failed_values(schema: TableSchema, failed: Column) -> list[Column]:
+    """The typed columns as staged: a float is null in a row that failed to parse. Such a row
+    can hold NaN or ±Infinity there (the value its problem names), and a filter does not keep a
+    value from the expressions above it: Sail evaluates a rule's condition on the rows the filter
+    drops too (measured: the NaN of a quarantined row failed the gate's cast in an
+    unexpected_rows query, docs/engine-notes.md). Every other typed value of a failed row is
+    null or a valid value of its type."""
+    return [F.when(~failed, F.col(c.name)).alias(c.name)
+            if c.type in FLOAT_TYPES and c.name not in schema.partition_by else F.col(c.name)
+            for c in schema.data_columns]
+
+
 def _staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], row_ids: bool) -> DataFrame:
-    """What is staged of a parse, in the pass that stores it: the typed columns, each quarantine
-    rule's rejects as a flag column (evaluated on the rows that parsed), and the raw line and
-    values only for rows that failed or were flagged (building them for every row costs more
-    than the parse; a rule GX evaluates needs them all, and the row ids)."""
+    """What is staged of a parse, in the pass that stores it: the typed columns (a failed row's
+    floats null, see _failed_values), each quarantine rule's rejects as a flag column (evaluated
+    on those values, for the rows that parsed), and the raw line and values only for rows that
+    failed or were flagged (building them for every row costs more than the parse; a rule GX
+    evaluates needs them all, and the row ids)."""
     failed = F.size(F.col(PARSE_ERRORS)) > 0
     flag_cols = [F.coalesce(rejects(exp, domain=~failed), F.lit(False)).alias(name) for name, exp in flags.items()]
     bad = failed
@@ -204,11 +218,13 @@ def _staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict],
         bad = bad | F.col(name)
     keep_raw = F.lit(True) if row_ids else bad
     data = [c.name for c in schema.data_columns]
-    flagged = parsed.select(*data, "source_file", "raw_line", "raw_values_json", *([ROW_ID] if row_ids else []),
-                            PARSE_ERRORS, *flag_cols)
+    ids = [ROW_ID] if row_ids else []
+    values = parsed.select(*_failed_values(schema, failed), "source_file", "raw_line", "raw_values_json", *ids,
+                           PARSE_ERRORS)
+    flagged = values.select("*", *flag_cols)
     return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
                           F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
-                          *([ROW_ID] if row_ids else []), PARSE_ERRORS, *flags)
+                          *ids, PARSE_ERRORS, *flags)
 
 
 def prepare_table(

@@ -30,6 +30,16 @@ POWER_OK = "cifar100,shufflenetv2,64,adadelta,175,20,100"
 ACME_JOBS = "data/job_trace/trace_seren.csv"
 
 
+def _seren_row(job: int, **values: str) -> str:
+    """SEREN_ROW with another job id (577843<job>) and the named fields replaced."""
+    fields = dict(zip(SEREN_HEADER.split(","), SEREN_ROW.split(",")))
+    return ",".join({**fields, "job_id": f"577843{job}", **values}.values())
+
+
+def _seren(rows: list[str]):
+    return files({ACME_JOBS: "\n".join([SEREN_HEADER, *rows]) + "\n"}, ["ingest", "acme", "--raw", "{raw}"])
+
+
 def _lake_under_a_file(raw: Path) -> list[list[str]]:
     write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
     (raw / "plain-file").write_text("not a folder")
@@ -267,6 +277,28 @@ CASES = [
     Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
          reasons={"quarantine/acme_jobs": []}),
     Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
+    # a parse-failed row's NaN must not reach a rule: Sail evaluates a query's condition on the rows
+    # a filter drops too, and its decimal cast fails on NaN (the gpu_time values differ, or Sail
+    # reads the NaN back as the column's only other value)
+    Case("acme_nan_beside_a_rule_rejected_row", _seren([SEREN_ROW, _seren_row(3, duration="-5", gpu_time="0.0"),
+                                                         _seren_row(4, gpu_time="nan")]), 0,
+         rows={"bronze/acme_jobs": 1}, read={"acme_jobs": 3},
+         reasons={"quarantine/acme_jobs": [["duration_not_negative"], ["gpu_time: 'nan' is not a finite number"]]}),
+    Case("acme_non_finite_in_several_columns_first", _seren([
+        _seren_row(4, queue="nan"), _seren_row(5, gpu_time="inf"), _seren_row(6, gpu_time="-1e400"),
+        _seren_row(3, duration="-5", gpu_time="0.0"), SEREN_ROW]), 0,
+        rows={"bronze/acme_jobs": 1}, read={"acme_jobs": 5},
+        reasons={"quarantine/acme_jobs": [["duration_not_negative"], ["queue: 'nan' is not a finite number"],
+                                          ["gpu_time: 'inf' is not a finite number"],
+                                          ["gpu_time: '-1e400' is not a finite number"]]}),
+    # a finite value beyond Decimal128(30, 15) failed the same query when its literal was a decimal
+    Case("acme_gpu_time_beyond_decimal_range", _seren([SEREN_ROW, _seren_row(3, gpu_time="1e20")]), 0,
+         rows={"bronze/acme_jobs": 2}, read={"acme_jobs": 2}, stdout="gpu_time_is_duration_times_gpus"),
+    # a zone the engine cannot parse failed late, as a rule that "could not run"; now refused first
+    Case("acme_session_time_zone_not_a_zone", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n"},
+                                                    ["ingest", "acme", "--raw", "{raw}", "--conf",
+                                                     "spark_conf.spark.sql.session.timeZone=Mars/Olympus"]), 2,
+         "spark_conf.spark.sql.session.timeZone must be UTC, got 'Mars/Olympus'", rows={"bronze/acme_jobs": 0}),
     # ---- Zhejiang
     Case("zj_negative_count_on_a_400g_port", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40",
                                                              [10**9, 10**9, -(10**6), 10**9]),
@@ -380,4 +412,8 @@ CASES = [
     Case("report_on_a_missing_lake", files({}, ["report", "--out", "{raw}/report"]), 2,
          "/lake (run `tracelake ingest` first, or check --lake)"),
     Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
+    # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
+    # zone: another zone stored IPMI times 8 hours off without a word
+    Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
+         "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
 ]

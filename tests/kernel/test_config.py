@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from tracelake.config import load_config
@@ -50,3 +52,29 @@ def test_bad_config_is_a_clear_error(kwargs, message):
 def test_connect_url_from_flag():
     cfg = load_config(profile="connect", overrides={"connect_url": "sc://127.0.0.1:15002"}, environ={})
     assert cfg.connect_url == "sc://127.0.0.1:15002"
+
+
+@pytest.mark.parametrize("zone", ["Asia/Shanghai", "America/Los_Angeles", "Europe/London", "GMT+8", "+08:00", "utc ", ""])
+def test_a_session_time_zone_other_than_utc_is_refused(zone):
+    """The jobs convert times to UTC themselves; naive times are read in the session's zone."""
+    with pytest.raises(TracelakeError, match=re.escape(f"spark_conf.spark.sql.session.timeZone must be UTC, got '{zone}'")):
+        load_config(environ={}, conf_pairs=[f"spark_conf.spark.sql.session.timeZone={zone}"])
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Etc/UTC", "Z", "+00:00"])
+def test_spellings_of_utc_are_accepted_as_utc(zone):
+    cfg = load_config(environ={}, conf_pairs=[f"spark_conf.spark.sql.session.timeZone={zone}"])
+    assert cfg.spark_conf["spark.sql.session.timeZone"] == "UTC"  # the one spelling every engine parses
+
+
+@pytest.mark.portable
+def test_the_engine_sets_utc_on_a_session_whose_zone_differs(spark):
+    """A platform's session (Databricks, an attached or Connect session) may default to another zone."""
+    from tracelake.engine import _use_utc
+
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Shanghai")
+    try:
+        _use_utc(spark)
+        assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")

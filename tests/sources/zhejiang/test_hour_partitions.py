@@ -417,3 +417,25 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     assert DeltaTable(path).metadata().partition_columns == ["task_id", "start_hour_cst"]
     assertDataFrameEqual(rounded(_table(spark, config, "silver", "zj_iteration_counters")), rounded(counters),
                          checkRowOrder=False)
+
+
+def test_the_hours_an_iteration_touches_do_not_follow_the_processs_time_zone(spark, monkeypatch):
+    """A collected timestamp is a naive datetime in the Python process's local zone: read as UTC,
+    it moved the evidence rebuild's hours by that zone's offset (a China-local machine: 8 hours)."""
+    import time
+    from datetime import UTC, datetime
+
+    from tracelake.sources.zhejiang.correlate import _near_changed_hours
+
+    start = datetime(2024, 5, 24, 1, 30, tzinfo=UTC)  # 09:30 CST: hour folder 2024052409
+    iterations = spark.createDataFrame([("t1", start, start.replace(minute=31))],
+                                       "task_id string, start_ts timestamp, end_ts timestamp")
+    found = []
+    for zone in ("UTC", "Asia/Shanghai", "America/Los_Angeles"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        _, partitions, hours = _near_changed_hours(iterations, {"2024052409"})
+        found.append((partitions, sorted(hours)))
+    monkeypatch.undo()
+    time.tzset()
+    assert found == [([("t1", "2024052409")], ["2024052409"])] * 3

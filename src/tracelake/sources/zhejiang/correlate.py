@@ -83,10 +83,17 @@ def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple
         near = near | ((F.col("start_ts") < F.lit(end)) & (F.col("end_ts") > F.lit(start)))
     affected = iterations.filter(near)
     spans = (affected.groupBy("task_id", cst_hour(F.col("start_ts")).alias("start_hour_cst"))
-             .agg(F.min("start_ts").alias("first"), F.max("end_ts").alias("last")).collect())
+             .agg(F.unix_micros(F.min("start_ts")).alias("first"), F.unix_micros(F.max("end_ts")).alias("last"))
+             .collect())
     partitions = sorted((r.task_id, r.start_hour_cst) for r in spans)
-    hours = set().union(*[task_hours(r.first, r.last) for r in spans])
+    hours = set().union(*[task_hours(_utc_instant(r.first), _utc_instant(r.last)) for r in spans])
     return affected, partitions, hours
+
+
+def _utc_instant(micros: int) -> datetime:
+    """An instant collected as epoch microseconds: a collected timestamp is a naive datetime in
+    the Python process's local zone (Spark Connect, measured), not UTC."""
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
 
 
 def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[..., DataFrame]) -> PartialBuild:
