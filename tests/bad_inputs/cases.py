@@ -20,6 +20,7 @@ from corpus import (
     good_itp,
     itp,
     port_file,
+    port_rows,
     task_folder,
     zeus,
 )
@@ -122,6 +123,30 @@ def _groups_recompressed(raw: Path) -> list[list[str]]:
     (first / "alibaba_groups.csv").write_text("\n".join([ALIBABA_HEADER, *rows]) + "\n")
     (second / "alibaba_groups.csv.xz").write_bytes(lzma.compress(("\n".join([ALIBABA_HEADER, *rows[:2]]) + "\n").encode()))
     return [["ingest", "zeus", "--raw", str(first)], ["ingest", "zeus", "--raw", str(second)]]
+
+
+def _rows_traded_between_port_files(raw: Path) -> list[list[str]]:
+    """Two port files of one switch that traded a row: every file still has as many lines as
+    rows naming its port, so only a check of each line's port sends them down the exact path."""
+    folder = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825"
+    folder.mkdir(parents=True)
+    a = port_rows("FourHundredGigE1/0/40", [10**9] * 3).splitlines()
+    b = port_rows("FourHundredGigE1/0/41", [10**9] * 3).splitlines()
+    a[2], b[2] = b[2], a[2]
+    (folder / "Leaf-1_40.csv").write_text("\n".join(a) + "\n")
+    (folder / "Leaf-1_41.csv").write_text("\n".join(b) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
+def _port_file_bad_byte_deep(raw: Path) -> list[list[str]]:
+    """A byte that is not UTF-8 in the 300th row: Spark's CSV reader stores it as U+FFFD, the
+    text read refuses the file; past the first lines, only the stored rows can show it."""
+    lines = port_rows("FourHundredGigE1/0/40", [10**9] * 400).encode().splitlines()
+    lines[300] = lines[300].replace("星期五".encode(), b"\xe9\xe9")
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"\n".join(lines) + b"\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
@@ -315,6 +340,11 @@ CASES = [
                                                          ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
          rows={"bronze/zj_port_counters": 0},
          reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 3}, read={"zj_port_counters": 3}),
+    Case("zj_rows_traded_between_port_files", _rows_traded_between_port_files, 0,
+         rows={"bronze/zj_port_counters": 4},
+         reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 2}, read={"zj_port_counters": 6}),
+    Case("zj_port_file_bad_byte_deep_in_the_file", _port_file_bad_byte_deep, 2,
+         "Leaf-1_40.csv: not UTF-8 text (byte 0xe9", rows={"bronze/zj_port_counters": 0}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),

@@ -9,7 +9,9 @@ Reading (measured on the 350 real files, Sail, 2 cores). Sail has no input_file_
 row's file is known either from a read of that file alone or from the row itself:
   fast path   Spark's CSV reader, one read per switch folder, every field as text: 1.4 s of
               parse. The row's PortName names its file through the folder's listing, and the
-              result is used only if every file gets exactly as many rows as it has data lines.
+              result is used only if every file gets exactly as many rows as it has data lines,
+              each of its lines names its port, and no text holds U+FFFD (the reader's stand-in
+              for a byte that is not UTF-8).
   exact path  one text read per file, the file's identity as literals, combined as a balanced
               union tree (a left-deep union of 350 reads crashes the Spark Connect client),
               each line split once: 4.4 s. Taken when the CSV read fails (a line with another
@@ -219,11 +221,16 @@ def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
 
 # ---------------------------------------------------------------- the fast path: Spark's CSV reader
 
-def data_lines(raw: RawFile) -> int:
-    """Lines after the header, as the text read counts them (a last line without LF counts)."""
+def own_port_lines(raw: RawFile) -> tuple[int, bool]:
+    """(lines after the header, as the text read counts them, a last line without LF included;
+    whether each names the file's own port): the count of `,<port>,` equals the
+    line count only when every line holds it, as no other field of a line can (times, the
+    switch's name, numbers). The fast path attributes a row to a file by its PortName, so two
+    files that traded rows would otherwise pass a check of counts alone."""
     with open(raw.path, "rb") as fh:
         data = fh.read()
-    return data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1) - 1
+    lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1) - 1
+    return lines, data.count(f",{raw.constants['file_port_name']},".encode()) == lines
 
 
 def _file_for_port(folder: str, port: Column) -> Column:
@@ -271,14 +278,23 @@ def _csv_fields(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
 
 def _csv_read_holds(files: list[RawFile], counting: Future) -> Callable[[DataFrame], bool]:
     """The fast path's check of its stored rows: every file has exactly its own port's rows, as
-    many as it has data lines (counted in a thread while the engine parses)."""
+    many as it has data lines, and each of its lines names that port (both read in a thread
+    while the engine parses); and no text field holds U+FFFD, which is how Spark's CSV reader
+    stores a byte that is not UTF-8 (the text read of the exact path refuses the file instead)."""
     def holds(staged: DataFrame) -> bool:
-        expected = {key: n for key, n in counting.result().items() if n > 0}
-        got = {(r["source_file"], r["port_name"]): r["count"]
-               for r in staged.groupBy("source_file", "port_name").count().collect()}
-        if got != expected:
+        found = counting.result()
+        if not all(own for _, own in found.values()):
+            log.info("%s: a file holds lines of another port, parsing line by line", TABLE)
+            return False
+        expected = {key: n for key, (n, _) in found.items() if n > 0}
+        lossy = F.concat_ws("", "save_time", "device_name").contains("\ufffd")
+        rows = staged.groupBy("source_file", "port_name").agg(
+            F.count(F.lit(1)).alias("n"), F.max(lossy).alias("lossy")).collect()
+        got = {(r["source_file"], r["port_name"]): r["n"] for r in rows}
+        if got != expected or any(r["lossy"] for r in rows):
             log.info("%s: rows do not match the files' lines, parsing line by line", TABLE)
-        return got == expected
+            return False
+        return True
     return holds
 
 
@@ -289,10 +305,11 @@ def parse_port_files(
 
     Fast path (measured on the 350 real files: 1.4 s against 4.4 s): Spark's CSV reader, one
     read per switch folder, checked once stored (reader.settle): every file must have exactly
-    as many rows attributed to it as it has data lines. Spark's CSV reader skips blank lines and
-    fails the whole read on a line with another number of fields; either way, and whenever a
-    row names a port of another file, the files are parsed again line by line (one text read
-    per file), where each such line is kept with its reason."""
+    as many rows attributed to it as it has data lines, each naming its port. Spark's CSV reader
+    skips blank lines, fails the whole read on a line with another number of fields and stores a
+    byte that is not UTF-8 as U+FFFD; in each case, and whenever a row names a port of another
+    file, the files are parsed again line by line (one text read per file), where each such line
+    is kept with its reason (and a file that is not UTF-8 is refused, naming it)."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
     for raw in files:
@@ -303,7 +320,7 @@ def parse_port_files(
     if staging is None:
         return exact()
     pool = ThreadPoolExecutor(max_workers=1)
-    counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): data_lines(f) for f in files})
+    counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): own_port_lines(f) for f in files})
     pool.shutdown(wait=False)  # the count runs on while the engine parses
     fast = type_fields(_csv_fields(spark, files, schema), schema, lean=True)
     return Checked(fast, _csv_read_holds(files, counting), exact)
