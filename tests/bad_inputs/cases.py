@@ -301,6 +301,11 @@ CASES = [
          "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
     Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
          reasons={"quarantine/acme_jobs": []}),
+    Case("acme_seren_job_id_not_canonical",
+         files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW.replace('5778432', '1')}\n{SEREN_ROW.replace('5778432', '01')}\n"},
+               ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_jobs": 1}, reasons={"quarantine/acme_jobs": [["seren_job_id_integer"]]},
+         read={"acme_jobs": 2}),
     Case("acme_no_files", files({"notes.txt": "nothing here"}, ["ingest", "acme", "--raw", "{raw}"]), 2, "no AcmeTrace files"),
     # a parse-failed row's NaN must not reach a rule: Sail evaluates a query's condition on the rows
     # a filter drops too, and its decimal cast fails on NaN (the gpu_time values differ, or Sail
