@@ -382,6 +382,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
         return 1
+    except BaseException as exc:  # a Rust panic in deltalake or pysail surfaces as pyo3's PanicException
+        if type(exc).__name__ != "PanicException" or os.environ.get("TRACELAKE_DEBUG"):
+            raise
+        print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

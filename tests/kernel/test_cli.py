@@ -60,6 +60,18 @@ def test_errors_are_one_line_with_an_exit_code(tmp_path):
     assert "Traceback" not in bad_sql.stderr
 
 
+class PanicException(BaseException):
+    """Stands in for pyo3's: a Rust panic in deltalake or pysail is a BaseException of this name."""
+
+
+def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
+    def panic(args):
+        raise PanicException("TimeDelta::hours out of bounds")
+    monkeypatch.setitem(sys.modules["tracelake.cli"].COMMANDS, "tables", panic)
+    assert main(["tables"]) == 1
+    assert capsys.readouterr().err == "tracelake: error: PanicException: TimeDelta::hours out of bounds\n"
+
+
 def test_critical_failure_exits_3(tmp_path):
     raw = tmp_path / "raw"
     write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv(["broken"])})
