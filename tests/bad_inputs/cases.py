@@ -174,6 +174,12 @@ def _hourly_header_only(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+
+def _zj_hours(spec: str):
+    """One port file of hour 2024052400, ingested with `--hours spec`."""
+    return files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                 ["ingest", "zhejiang", "--raw", "{raw}", "--hours", spec])
+
 LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)',
             "[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] starting"]
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
@@ -361,6 +367,11 @@ CASES = [
          read={"zj_port_counters": 3, "zj_task_log_events": 4}),
     Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
          rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
+    # the last hour of year 9999 stepped past it (OverflowError, exit 1); a typo's range listed millions of hours
+    Case("zj_hours_last_hour_of_year_9999", _zj_hours("9999123123"), 2, "no hour folder 9999123123"),
+    Case("zj_hours_range_over_10_years", _zj_hours("0001010100..9999123123"), 2,
+         "--hours 0001010100..9999123123: the range covers 87649416 hours, more than the 87660 (10 years)"),
+    Case("zj_hours_empty_is_refused", _zj_hours(""), 2, "--hours is empty"),  # it ingested the whole release
     # ---- CLI
     Case("query_delete_is_refused", _query("DELETE FROM bronze.itp_jobs WHERE num_gpu = 1"), 2, "query is read-only: DELETE"),
     Case("query_insert_overwrite_is_refused", _query("INSERT OVERWRITE bronze.itp_jobs SELECT * FROM bronze.itp_jobs"), 2,
