@@ -180,6 +180,18 @@ def _zj_hours(spec: str):
     return files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                  ["ingest", "zhejiang", "--raw", "{raw}", "--hours", spec])
 
+
+def _zj_empty_hour_in_release(raw: Path) -> list[list[str]]:
+    """A whole release (no --hours) whose second hour folder is empty."""
+    (raw / "trafficinfo" / "2024052401").mkdir(parents=True)
+    return files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), ["ingest", "zhejiang", "--raw", "{raw}"])(raw)
+
+
+def _zj_with_hour_file(name: str):
+    """Hour 2024052400's port file plus a file `name` beside its switch folder."""
+    return files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), f"trafficinfo/2024052400/{name}": "x\n"},
+                 ["ingest", "zhejiang", "--raw", "{raw}"])
+
 LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)',
             "[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] starting"]
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
@@ -372,6 +384,21 @@ CASES = [
     Case("zj_hours_range_over_10_years", _zj_hours("0001010100..9999123123"), 2,
          "--hours 0001010100..9999123123: the range covers 87649416 hours, more than the 87660 (10 years)"),
     Case("zj_hours_empty_is_refused", _zj_hours(""), 2, "--hours is empty"),  # it ingested the whole release
+    # an hour folder with nothing to ingest, or a file that is not one of the hour's files, was passed over silently
+    Case("zj_hour_folder_holding_only_a_dot_file",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), "trafficinfo/2024052401/.DS_Store": b"Bud1"},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052401"]), 2,
+         "trafficinfo/2024052401: the hour folder holds no switch folders and no hourly files"),
+    Case("zj_release_with_an_empty_hour_folder", _zj_empty_hour_in_release, 2,
+         "trafficinfo/2024052401: the hour folder holds no switch folders and no hourly files"),
+    Case("zj_hour_folder_with_only_empty_switch_folders",
+         files({f"trafficinfo/2024052401/{LEAF1}_GPU_S9825/.DS_Store": b"Bud1"},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052401"]), 2,
+         "trafficinfo/2024052401: the hour folder holds no hourly files and its switch folders are empty"),
+    Case("zj_hourly_file_in_another_case", _zj_with_hour_file("2024052400_Flow.csv"), 2,
+         "trafficinfo/2024052400/2024052400_Flow.csv: unexpected file in an hour folder (want 2024052400_flow.csv, "),
+    Case("zj_stray_file_in_an_hour_folder", _zj_with_hour_file("notes.txt"), 2,
+         "trafficinfo/2024052400/notes.txt: unexpected file in an hour folder (want 2024052400_flow.csv, "),
     # ---- CLI
     Case("query_delete_is_refused", _query("DELETE FROM bronze.itp_jobs WHERE num_gpu = 1"), 2, "query is read-only: DELETE"),
     Case("query_insert_overwrite_is_refused", _query("INSERT OVERWRITE bronze.itp_jobs SELECT * FROM bronze.itp_jobs"), 2,

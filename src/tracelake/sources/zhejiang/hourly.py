@@ -139,20 +139,57 @@ def _workbook_files(path: Path, hour: str, staging: Path) -> dict[str, RawFile]:
     return found
 
 
+def _hour_files(hour_dir: Path) -> dict[str, Path]:
+    """The hourly files of an hour folder, by name. An hour folder holds switch folders (ports.py
+    reads and checks them), <hour>_{flow,nic,link,port}.csv, <hour>.xlsx and dot files: any other
+    entry (a misnamed `_Flow.csv`, a `notes.txt`) stops the run rather than being left unread, and
+    so does an hour folder with nothing to ingest."""
+    hour = hour_dir.name
+    wanted = {f"{hour}_{kind}.csv" for kind in TABLES} | {f"{hour}.xlsx"}
+    found: dict[str, Path] = {}
+    folders: list[Path] = []
+    for path in sorted(hour_dir.iterdir()):
+        if path.name.startswith("."):
+            continue
+        if path.is_dir():
+            folders.append(path)
+        elif path.name in wanted and path.is_file():
+            found[path.name] = path
+        else:
+            raise TracelakeError(
+                f"{TRAFFIC}/{hour}/{path.name}: unexpected file in an hour folder (want {hour}_flow.csv, "
+                f"{hour}_nic.csv, {hour}_link.csv, {hour}_port.csv or {hour}.xlsx beside the switch folders)"
+            )
+    if not found:
+        _check_switch_folders(hour_dir, folders)
+    return found
+
+
+def _check_switch_folders(hour_dir: Path, folders: list[Path]) -> None:
+    """An hour folder without hourly files must have switch folders holding files: an empty hour
+    (one that has not arrived, or a failed copy) would otherwise ingest nothing without a word."""
+    where = f"{TRAFFIC}/{hour_dir.name}"
+    if not folders:
+        raise TracelakeError(f"{where}: the hour folder holds no switch folders and no hourly files")
+    if not any(not p.name.startswith(".") for folder in folders for p in folder.iterdir()):
+        raise TracelakeError(f"{where}: the hour folder holds no hourly files and its switch folders are empty")
+
+
 def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> list[TableInput]:
     """TableInputs for the hourly files found in raw_dir (all hours, or the chosen ones); []
     when there are none."""
     files: dict[str, list[RawFile]] = {kind: [] for kind in TABLES}
     for hour_dir in hour_folders(raw_dir, hours):
         hour = hour_dir.name
+        found = _hour_files(hour_dir)
         by_kind: dict[str, RawFile] = {}
         for kind in TABLES:
-            path = hour_dir / f"{hour}_{kind}.csv"
-            if path.is_file():
+            path = found.get(f"{hour}_{kind}.csv")
+            if path is not None:
                 name = f"{TRAFFIC}/{hour}/{path.name}"
                 by_kind[kind] = RawFile(_as_utf8(path, staging / "zj_hourly", name), name, {"hour_cst": hour})
-        book = hour_dir / f"{hour}.xlsx"
-        if book.is_file():
+        book = found.get(f"{hour}.xlsx")
+        if book is not None:
             for kind, raw in _workbook_files(book, hour, staging).items():
                 if kind in by_kind:
                     raise TracelakeError(
