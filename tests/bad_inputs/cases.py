@@ -199,6 +199,43 @@ def _hourly_header_only(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+
+def _zj_hours(spec: str):
+    """One port file of hour 2024052400, ingested with `--hours spec`."""
+    return files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                 ["ingest", "zhejiang", "--raw", "{raw}", "--hours", spec])
+
+
+def _zj_empty_hour_in_release(raw: Path) -> list[list[str]]:
+    """A whole release (no --hours) whose second hour folder is empty."""
+    (raw / "trafficinfo" / "2024052401").mkdir(parents=True)
+    return files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), ["ingest", "zhejiang", "--raw", "{raw}"])(raw)
+
+
+def _zj_with_hour_file(name: str):
+    """Hour 2024052400's port file plus a file `name` beside its switch folder."""
+    return files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), f"trafficinfo/2024052400/{name}": "x\n"},
+                 ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
+FLOW_HEADER = "SourceServer,DestServer,SourceSwitch,DestSwitch,Time,SourceIp,DestIp,SourceQp,DestQp,Rtt,ReadPkts,WritePkts,SendPkts,NakPkts"
+FLOW_ROW = ("NH-DC-NM129-G09-20U-GPU-233,NH-DC-NM129-C07-28U-GPU-100,NH-DC-NM129-H03-ROCE-Leaf-13.GPU.S9825,"
+            "NH-DC-NM129-D03-ROCE-Leaf-5.GPU.S9825,2024/5/24 上午12:0{m}:00,10.107.234.53,10.107.226.40,12336344,"
+            "14428133,4637,0,65023175,2,0")
+
+
+def _flow_lines(third_server: bytes) -> list[bytes]:
+    """Hour 2024052400's flow.csv lines, UTF-8: header and 4 rows, the third row's SourceServer
+    replaced by `third_server` (bytes, in any encoding)."""
+    rows = [FLOW_ROW.format(m=m).encode() for m in range(4)]
+    rows[2] = rows[2].replace(b"NH-DC-NM129-G09", third_server, 1)
+    return [FLOW_HEADER.encode(), *rows]
+
+
+def _zj_flow(lines: list[bytes], bom: bool = False):
+    data = (b"\xef\xbb\xbf" if bom else b"") + b"\n".join(lines) + b"\n"
+    return files({"trafficinfo/2024052400/2024052400_flow.csv": data}, ["ingest", "zhejiang", "--raw", "{raw}"])
+
 LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)',
             "[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] starting"]
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
@@ -396,6 +433,33 @@ CASES = [
          read={"zj_port_counters": 3, "zj_task_log_events": 4}),
     Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
          rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
+    # the last hour of year 9999 stepped past it (OverflowError, exit 1); a typo's range listed millions of hours
+    Case("zj_hours_last_hour_of_year_9999", _zj_hours("9999123123"), 2, "no hour folder 9999123123"),
+    Case("zj_hours_range_over_10_years", _zj_hours("0001010100..9999123123"), 2,
+         "--hours 0001010100..9999123123: the range covers 87649416 hours, more than the 87660 (10 years)"),
+    Case("zj_hours_empty_is_refused", _zj_hours(""), 2, "--hours is empty"),  # it ingested the whole release
+    # an hour folder with nothing to ingest, or a file that is not one of the hour's files, was passed over silently
+    Case("zj_hour_folder_holding_only_a_dot_file",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), "trafficinfo/2024052401/.DS_Store": b"Bud1"},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052401"]), 2,
+         "trafficinfo/2024052401: the hour folder holds no switch folders and no hourly files"),
+    Case("zj_release_with_an_empty_hour_folder", _zj_empty_hour_in_release, 2,
+         "trafficinfo/2024052401: the hour folder holds no switch folders and no hourly files"),
+    Case("zj_hour_folder_with_only_empty_switch_folders",
+         files({f"trafficinfo/2024052401/{LEAF1}_GPU_S9825/.DS_Store": b"Bud1"},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052401"]), 2,
+         "trafficinfo/2024052401: the hour folder holds no hourly files and its switch folders are empty"),
+    Case("zj_hourly_file_in_another_case", _zj_with_hour_file("2024052400_Flow.csv"), 2,
+         "trafficinfo/2024052400/2024052400_Flow.csv: unexpected file in an hour folder (want 2024052400_flow.csv, "),
+    Case("zj_stray_file_in_an_hour_folder", _zj_with_hour_file("notes.txt"), 2,
+         "trafficinfo/2024052400/notes.txt: unexpected file in an hour folder (want 2024052400_flow.csv, "),
+    # one GBK field in a UTF-8 file made the whole file GB18030: every 上午 garbled, the error blamed rows or header
+    Case("zj_gbk_field_in_a_utf8_flow_file", _zj_flow(_flow_lines("NH-DC-你好".encode("gbk")), bom=True), 0,
+         rows={"bronze/zj_flow": 3}, reasons={"quarantine/zj_flow": [["line is not UTF-8 text (undecodable bytes shown as \\xNN)"]]},
+         read={"zj_flow": 4}),
+    Case("zj_gbk_flow_file_still_reads_as_gb18030",
+         _zj_flow([line.decode().encode("gbk") for line in _flow_lines("NH-DC-你好".encode())]), 0,
+         rows={"bronze/zj_flow": 4}, read={"zj_flow": 4}),
     # ---- CLI
     Case("query_delete_is_refused", _query("DELETE FROM bronze.itp_jobs WHERE num_gpu = 1"), 2, "query is read-only: DELETE"),
     Case("query_insert_overwrite_is_refused", _query("INSERT OVERWRITE bronze.itp_jobs SELECT * FROM bronze.itp_jobs"), 2,

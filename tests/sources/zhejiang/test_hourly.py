@@ -221,7 +221,8 @@ def test_xlsx_hour_reads_like_the_csv_hour(spark, cluster, tmp_path):
 def test_missing_column_and_empty_folder(tmp_path):
     assert hourly.plan(tmp_path, tmp_path / "s") == []
     (tmp_path / "trafficinfo" / "2024052400").mkdir(parents=True)
-    assert hourly.plan(tmp_path, tmp_path / "s") == []
+    with pytest.raises(TracelakeError, match="2024052400: the hour folder holds no switch folders and no hourly files"):
+        hourly.plan(tmp_path, tmp_path / "s")
     schema = load_schema("bronze.zj_port_minute")
     with pytest.raises(TracelakeError, match="lacks bronze.zj_port_minute's documented column.*InPktsLoss"):
         hourly.header_positions("DeviceName,PortName,Time,InBytes,InUseRatio,InSpeed,OutBytes,"

@@ -22,7 +22,7 @@ def plan(raw_dir: Path, staging: Path, hours: str | None = None) -> list[TableIn
     those hour folders: an hourly run then changes only time partitions, so the derived tables are
     rebuilt for those hours (and the tasks they touch) alone. The workbook and the task folders are
     ingested by a run without --hours (e.g. a daily one)."""
-    if hours:
+    if hours is not None:  # an empty --hours is refused by parse_hours, not read as 'all'
         chosen = parse_hours(hours)
         return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
     inputs = [item for part in PARTS if part not in TRAFFIC_PARTS for item in part.plan(raw_dir, staging)]

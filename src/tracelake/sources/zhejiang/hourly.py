@@ -4,7 +4,8 @@ kinds as the sheets of trafficinfo/<hour>/<hour>.xlsx (docs/formats/zhejiang.md 
 The real files are not public, so the reader is lenient where the doc is unsure and strict where
 a mistake would lose data: headers are matched case-insensitively, in any order, in the release's
 misspelt or the corrected spelling (and the duplicate OutBrdcastPkts by position); every field is
-trimmed; files that are not UTF-8 are read as GB18030; times are China-local 上午/下午 text,
+trimmed; a file that is not UTF-8 is read as GB18030 when nearly all its non-ASCII lines are
+(else its undecodable lines are quarantined, see _as_utf8); times are China-local 上午/下午 text,
 converted to UTC with column expressions (see _zhtime). A missing documented column stops the run
 with one line; a row that does not fit goes to quarantine with its reasons.
 """
@@ -16,6 +17,7 @@ import csv
 import io
 from dataclasses import replace
 from datetime import date, datetime, time
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -58,6 +60,11 @@ SPELLINGS = {
     "outbrdcastpkts.1": "OutBrdcastPkts_2",
 }
 OPTIONAL = {"OutBrdcastPkts_2"}  # a de-duplicating export may have dropped the repeated column
+# a file is GB18030 when at least this share of its lines holding non-ASCII bytes are not UTF-8
+# (a GBK line is valid UTF-8 only by chance; 上午/下午 never are)
+GB18030_SHARE = 0.9
+ESCAPED_BYTE = r"\\x[89a-f][0-9a-f]"  # a non-UTF-8 byte as the backslashreplace handler writes it
+NOT_UTF8 = "line is not UTF-8 text (undecodable bytes shown as \\xNN)"
 
 
 # ---------------------------------------------------------------- planning
@@ -74,19 +81,55 @@ def _is_utf8(path: Path) -> bool:
     return True
 
 
-def _as_utf8(path: Path, staging: Path, name: str) -> str:
-    """Spark's text reader reads UTF-8: re-encode a GB18030 file into the run's staging folder."""
+def _not_utf8_share(path: Path) -> float:
+    """The share of the lines holding non-ASCII bytes that do not decode as UTF-8 (0.0 if none).
+    Neither encoding has a newline byte inside a character, so lines split safely."""
+    text = bad = 0
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.isascii():
+                continue
+            text += 1
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+    return bad / text if text else 0.0
+
+
+def _transcode(path: Path, target: Path, encoding: str, errors: str = "strict") -> None:
+    """`path` decoded as `encoding`, written to `target` as UTF-8, a chunk at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors)
+    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as dst:
+        while chunk := src.read(1 << 22):
+            dst.write(decoder.decode(chunk))
+        dst.write(decoder.decode(b"", final=True))
+
+
+def _as_utf8(path: Path, staging: Path, name: str) -> tuple[str, bool]:
+    """(a UTF-8 path for Spark's text reader, whether undecodable bytes were escaped).
+
+    A UTF-8 file is read where it is. Otherwise a copy goes to the run's staging folder: as
+    GB18030 (a Chinese Excel export) when it has no UTF-8 BOM, at least GB18030_SHARE of its
+    lines holding non-ASCII bytes fail UTF-8, and it all decodes as GB18030; else as UTF-8 with
+    each undecodable byte written as a `\\xNN` escape, and the lines holding one are quarantined.
+    So one GBK field in a UTF-8 file costs its line, not every Chinese time of the file
+    (GB18030 decodes UTF-8 too, into other characters, without an error); a mixed file counts
+    as UTF-8, since a quarantined line is seen and a mis-decoded one is not."""
     if _is_utf8(path):
-        return str(path)
+        return str(path), False
     target = staging / name.replace("/", "__")
     target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with open(path, encoding="gb18030", newline="") as src, open(target, "w", encoding="utf-8", newline="") as dst:
-            while chunk := src.read(1 << 22):
-                dst.write(chunk)
-    except UnicodeDecodeError as exc:
-        raise TracelakeError(f"{name}: neither UTF-8 nor GB18030 text ({exc})") from exc
-    return str(target)
+    with open(path, "rb") as fh:
+        bom = fh.read(3) == codecs.BOM_UTF8
+    if not bom and _not_utf8_share(path) >= GB18030_SHARE:
+        try:
+            _transcode(path, target, "gb18030")
+            return str(target), False
+        except UnicodeDecodeError:
+            pass
+    _transcode(path, target, "utf-8", "backslashreplace")
+    return str(target), True
 
 
 def _cell_text(value: object) -> str:
@@ -139,20 +182,61 @@ def _workbook_files(path: Path, hour: str, staging: Path) -> dict[str, RawFile]:
     return found
 
 
+def _hour_files(hour_dir: Path) -> dict[str, Path]:
+    """The hourly files of an hour folder, by name. An hour folder holds switch folders (ports.py
+    reads and checks them), <hour>_{flow,nic,link,port}.csv, <hour>.xlsx and dot files: any other
+    entry (a misnamed `_Flow.csv`, a `notes.txt`) stops the run rather than being left unread, and
+    so does an hour folder with nothing to ingest."""
+    hour = hour_dir.name
+    wanted = {f"{hour}_{kind}.csv" for kind in TABLES} | {f"{hour}.xlsx"}
+    found: dict[str, Path] = {}
+    folders: list[Path] = []
+    for path in sorted(hour_dir.iterdir()):
+        if path.name.startswith("."):
+            continue
+        if path.is_dir():
+            folders.append(path)
+        elif path.name in wanted and path.is_file():
+            found[path.name] = path
+        else:
+            raise TracelakeError(
+                f"{TRAFFIC}/{hour}/{path.name}: unexpected file in an hour folder (want {hour}_flow.csv, "
+                f"{hour}_nic.csv, {hour}_link.csv, {hour}_port.csv or {hour}.xlsx beside the switch folders)"
+            )
+    if not found:
+        _check_switch_folders(hour_dir, folders)
+    return found
+
+
+def _check_switch_folders(hour_dir: Path, folders: list[Path]) -> None:
+    """An hour folder without hourly files must have switch folders holding files: an empty hour
+    (one that has not arrived, or a failed copy) would otherwise ingest nothing without a word."""
+    where = f"{TRAFFIC}/{hour_dir.name}"
+    if not folders:
+        raise TracelakeError(f"{where}: the hour folder holds no switch folders and no hourly files")
+    if not any(not p.name.startswith(".") for folder in folders for p in folder.iterdir()):
+        raise TracelakeError(f"{where}: the hour folder holds no hourly files and its switch folders are empty")
+
+
 def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> list[TableInput]:
     """TableInputs for the hourly files found in raw_dir (all hours, or the chosen ones); []
     when there are none."""
     files: dict[str, list[RawFile]] = {kind: [] for kind in TABLES}
+    escaped: set[str] = set()
     for hour_dir in hour_folders(raw_dir, hours):
         hour = hour_dir.name
+        found = _hour_files(hour_dir)
         by_kind: dict[str, RawFile] = {}
         for kind in TABLES:
-            path = hour_dir / f"{hour}_{kind}.csv"
-            if path.is_file():
+            path = found.get(f"{hour}_{kind}.csv")
+            if path is not None:
                 name = f"{TRAFFIC}/{hour}/{path.name}"
-                by_kind[kind] = RawFile(_as_utf8(path, staging / "zj_hourly", name), name, {"hour_cst": hour})
-        book = hour_dir / f"{hour}.xlsx"
-        if book.is_file():
+                readable, was_escaped = _as_utf8(path, staging / "zj_hourly", name)
+                by_kind[kind] = RawFile(readable, name, {"hour_cst": hour})
+                if was_escaped:
+                    escaped.add(name)
+        book = found.get(f"{hour}.xlsx")
+        if book is not None:
             for kind, raw in _workbook_files(book, hour, staging).items():
                 if kind in by_kind:
                     raise TracelakeError(
@@ -161,7 +245,8 @@ def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> 
                 by_kind[kind] = raw
         for kind, raw in by_kind.items():
             files[kind].append(raw)
-    return [TableInput(TABLES[k], v, parse_hourly) for k, v in files.items() if v]
+    parser = partial(parse_hourly, escaped=frozenset(escaped))
+    return [TableInput(TABLES[k], v, parser) for k, v in files.items() if v]
 
 
 # ---------------------------------------------------------------- parsing
@@ -199,8 +284,11 @@ def header_positions(header_line: str, schema: TableSchema, where: str) -> tuple
     return positions, labels
 
 
-def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataFrame:
-    """One file → the parser contract, its fields matched to the schema by its own header."""
+def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped: bool = False) -> DataFrame:
+    """One file → the parser contract, its fields matched to the schema by its own header;
+    `escaped`: the file's undecodable bytes were written as escapes (_as_utf8), and the lines
+    showing one are quarantined (so is a line of that file holding such text of its own: rare,
+    and seen)."""
     header = _first_line(raw.path)
     positions, labels = header_positions(header, schema, raw.name)
     line = F.regexp_replace(F.regexp_replace(F.col("value"), "\r$", ""), "^\ufeff", "")
@@ -215,15 +303,20 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema) -> DataF
     # an optional column this file does not have reads as an empty field
     fields.update({name: F.lit(None).cast("string") for name in schema.raw_header if name not in positions})
     typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides={"timestamp": cst_to_utc})
+    if escaped:
+        problems = [(F.col("raw_line").rlike(ESCAPED_BYTE), F.lit(NOT_UTF8)), *problems]
     by_label = {label: F.col(raw_field(i)) for i, label in enumerate(labels)}
     return finish(split, schema, typed, raw_values_json(by_label), problems)
 
 
-def parse_hourly(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """The parse_lines contract for hourly files whose headers may differ in order and spelling."""
+def parse_hourly(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, escaped: frozenset[str] = frozenset(),
+) -> DataFrame:
+    """The parse_lines contract for hourly files whose headers may differ in order and spelling;
+    `escaped`: the lineage names of files staged with escaped bytes (plan)."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    return union_all([_parse_file(spark, raw, schema) for raw in files])
+    return union_all([_parse_file(spark, raw, schema, raw.name in escaped) for raw in files])
 
 
 # ---------------------------------------------------------------- derived tables

@@ -13,6 +13,7 @@ TRAFFIC = "trafficinfo"
 TASKINFO = "taskinfo"
 HOUR_DIR = re.compile(r"^\d{10}$")  # trafficinfo/<YYYYMMDDHH>, China time (UTC+8)
 MGMT_PORT = "M-GigabitEthernet0/0/0"  # the 1G management port: the only 32-bit counters
+MAX_HOURS = 87_660  # the longest --hours range: 10 years of hours (10 × 365.25 × 24)
 UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))  # leaf → spine
 
 
@@ -26,26 +27,33 @@ def _hour(text: str, what: str) -> datetime:
 
 
 def parse_hours(spec: str) -> tuple[str, ...]:
-    """`--hours` text: one hour `H` or a range `FROM..TO` (both included), as folder names."""
+    """`--hours` text: one hour `H` or a range `FROM..TO` (both included), as folder names. A
+    range is at most MAX_HOURS long: a typo such as 1000010100 would otherwise list millions of
+    hours (and stepping past year 9999 overflows)."""
+    if not spec.strip():
+        raise TracelakeError("--hours is empty: give an hour YYYYMMDDHH (China time) or a range FROM..TO")
     first, sep, last = spec.partition("..")
     start = _hour(first.strip(), "--hours")
     end = _hour(last.strip(), "--hours") if sep else start
     if end < start:
         raise TracelakeError(f"--hours {spec}: the range ends before it starts")
-    hours = []
-    while start <= end:
-        hours.append(f"{start:%Y%m%d%H}")
-        start += timedelta(hours=1)
-    return tuple(hours)
+    count = (end - start) // timedelta(hours=1) + 1
+    if count > MAX_HOURS:
+        raise TracelakeError(
+            f"--hours {spec}: the range covers {count} hours, more than the {MAX_HOURS} (10 years) one run may take"
+        )
+    return tuple(f"{start + timedelta(hours=i):%Y%m%d%H}" for i in range(count))
 
 
 def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Path]:
     """trafficinfo/<hour> folders under the release folder, all or the chosen ones; a chosen
-    hour without a folder is an error (a scheduler's run for an hour that has not arrived)."""
+    hour without a folder is an error (a scheduler's run for an hour that has not arrived).
+    The folder is listed once: a long range is compared with the listing, not probed hour by hour."""
     root = Path(raw_dir) / TRAFFIC
+    present = sorted(p.name for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)) if root.is_dir() else []
     if hours is None:
-        return sorted(p for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)) if root.is_dir() else []
-    missing = [h for h in hours if not (root / h).is_dir()]
+        return [root / h for h in present]
+    missing = sorted(set(hours) - set(present))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise TracelakeError(f"{root}: no hour folder {missing[0]}{more}")
