@@ -149,6 +149,13 @@ def _port_file_bad_byte_deep(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _empty_switch_folder(raw: Path) -> list[list[str]]:
+    """Leaf-1's port file and Leaf-2's folder empty: a copy that stopped part way."""
+    files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 2), [])(raw)
+    (raw / "trafficinfo" / "2024052400" / "NH-DC-NM129-B03-ROCE-Leaf-2_GPU_S9825").mkdir()
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -387,6 +394,12 @@ CASES = [
          reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 2}, read={"zj_port_counters": 6}),
     Case("zj_port_file_bad_byte_deep_in_the_file", _port_file_bad_byte_deep, 2,
          "Leaf-1_40.csv: not UTF-8 text (byte 0xe9", rows={"bronze/zj_port_counters": 0}),
+    Case("zj_entry_in_trafficinfo_not_an_hour",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 2),
+                f"trafficinfo/2024052400_old/{LEAF1}_GPU_S9825/Leaf-1_40.csv": PORT_HEADER + "\n"},
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 2, "trafficinfo/2024052400_old: not an hour folder"),
+    Case("zj_empty_switch_folder_beside_a_full_one", _empty_switch_folder, 2,
+         "trafficinfo/2024052400/NH-DC-NM129-B03-ROCE-Leaf-2_GPU_S9825: a switch folder with no port files"),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),
@@ -448,7 +461,7 @@ CASES = [
     Case("zj_hour_folder_with_only_empty_switch_folders",
          files({f"trafficinfo/2024052401/{LEAF1}_GPU_S9825/.DS_Store": b"Bud1"},
                ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052401"]), 2,
-         "trafficinfo/2024052401: the hour folder holds no hourly files and its switch folders are empty"),
+         f"trafficinfo/2024052401/{LEAF1}_GPU_S9825: a switch folder with no port files"),
     Case("zj_hourly_file_in_another_case", _zj_with_hour_file("2024052400_Flow.csv"), 2,
          "trafficinfo/2024052400/2024052400_Flow.csv: unexpected file in an hour folder (want 2024052400_flow.csv, "),
     Case("zj_stray_file_in_an_hour_folder", _zj_with_hour_file("notes.txt"), 2,

@@ -203,19 +203,10 @@ def _hour_files(hour_dir: Path) -> dict[str, Path]:
                 f"{TRAFFIC}/{hour}/{path.name}: unexpected file in an hour folder (want {hour}_flow.csv, "
                 f"{hour}_nic.csv, {hour}_link.csv, {hour}_port.csv or {hour}.xlsx beside the switch folders)"
             )
-    if not found:
-        _check_switch_folders(hour_dir, folders)
+    if not found and not folders:  # an hour that has not arrived, or a failed copy (ports.py
+        # refuses a switch folder without port files)
+        raise TracelakeError(f"{TRAFFIC}/{hour}: the hour folder holds no switch folders and no hourly files")
     return found
-
-
-def _check_switch_folders(hour_dir: Path, folders: list[Path]) -> None:
-    """An hour folder without hourly files must have switch folders holding files: an empty hour
-    (one that has not arrived, or a failed copy) would otherwise ingest nothing without a word."""
-    where = f"{TRAFFIC}/{hour_dir.name}"
-    if not folders:
-        raise TracelakeError(f"{where}: the hour folder holds no switch folders and no hourly files")
-    if not any(not p.name.startswith(".") for folder in folders for p in folder.iterdir()):
-        raise TracelakeError(f"{where}: the hour folder holds no hourly files and its switch folders are empty")
 
 
 def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> list[TableInput]:

@@ -48,9 +48,16 @@ def parse_hours(spec: str) -> tuple[str, ...]:
 def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Path]:
     """trafficinfo/<hour> folders under the release folder, all or the chosen ones; a chosen
     hour without a folder is an error (a scheduler's run for an hour that has not arrived).
-    The folder is listed once: a long range is compared with the listing, not probed hour by hour."""
+    The folder is listed once: a long range is compared with the listing, not probed hour by hour.
+    Anything else in it but dot files (`2024052400_old/`, a stray file) stops the run, as in an
+    hour folder: its rows would otherwise be left unread without a word."""
     root = Path(raw_dir) / TRAFFIC
-    present = sorted(p.name for p in root.iterdir() if p.is_dir() and HOUR_DIR.match(p.name)) if root.is_dir() else []
+    entries = [p for p in root.iterdir() if not p.name.startswith(".")] if root.is_dir() else []
+    for entry in entries:
+        if not (entry.is_dir() and HOUR_DIR.match(entry.name)):
+            raise TracelakeError(f"{TRAFFIC}/{entry.name}: not an hour folder (trafficinfo holds YYYYMMDDHH "
+                                 "folders, China time)")
+    present = sorted(p.name for p in entries)
     if hours is None:
         return [root / h for h in present]
     missing = sorted(set(hours) - set(present))

@@ -139,7 +139,8 @@ def _hour(name: str, where: str) -> str:
 
 
 def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
-    """The port files of one switch folder; macOS dot files are skipped, anything else is an error."""
+    """The port files of one switch folder; macOS dot files are skipped, anything else, or no
+    port file at all, is an error."""
     prefix, device = file_prefix(folder.name), device_name(folder.name)
     files = []
     for path in sorted(folder.iterdir()):
@@ -156,6 +157,8 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
             raise TracelakeError(f"{where}: a {kind} has no port {port} (docs/formats/zhejiang.md §3.2)")
         constants = {"hour_cst": hour, "folder_device_name": device, "file_port_name": port}
         files.append(RawFile(str(path), where, constants))
+    if not files:  # a copy that failed part way: the switch's hour would be missing without a word
+        raise TracelakeError(f"{TRAFFIC}/{hour}/{folder.name}: a switch folder with no port files")
     return files
 
 
