@@ -31,8 +31,10 @@ RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
 FLOAT_TYPES = ("double", "float")
 EPOCH_MS = "epoch_ms"  # schema `format` of a timestamp column delivered as Unix epoch milliseconds
-EPOCH_MS_KIND = "epoch time in whole milliseconds"
-EPOCH_MS_MIN, EPOCH_MS_MAX = -62_135_596_800_000, 253_402_300_799_999  # 0001-01-01 .. 9999-12-31
+EPOCH_MS_KIND = "epoch time in whole milliseconds of the years 2000-2099"
+# 2000-01-01 .. 2099-12-31: a trace's clock, not any instant a timestamp can hold; so a time in
+# seconds (1716480254 is 1970-01-20 as milliseconds) is refused instead of stored 54 years early
+EPOCH_MS_MIN, EPOCH_MS_MAX = 946_684_800_000, 4_102_444_799_999
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,9 @@ def typed_value(text: Column, col: ColumnSpec, overrides: Mapping[str, Converter
     """Raw text as the column's type, null where it does not convert; never fails the read.
 
     Driven by the column's spec: a `format` is a timestamp pattern, or `epoch_ms` for whole Unix
-    milliseconds (bounded to years 1-9999: outside that range the conversion would fail the whole
-    read). `overrides` maps a type to a source's own converter (e.g. China-local times), which
-    this module cannot import."""
+    milliseconds (bounded to the years 2000-2099, see EPOCH_MS_MIN; outside 1-9999 the
+    conversion would also fail the whole read). `overrides` maps a type to a source's own
+    converter (e.g. China-local times), which this module cannot import."""
     if overrides and col.type in overrides:
         return overrides[col.type](text)
     if col.format == EPOCH_MS:

@@ -156,6 +156,17 @@ def _empty_switch_folder(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _save_time_in_seconds(raw: Path) -> list[list[str]]:
+    """SaveTimeUTC written in seconds on one row: as milliseconds it is 1970-01-20."""
+    lines = port_rows("FourHundredGigE1/0/40", [10**9] * 3).splitlines()
+    stamp = lines[2].split(",")[1]
+    lines[2] = lines[2].replace(f",{stamp},", f",{int(stamp) // 1000},")
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join(lines) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -400,6 +411,10 @@ CASES = [
                ["ingest", "zhejiang", "--raw", "{raw}"]), 2, "trafficinfo/2024052400_old: not an hour folder"),
     Case("zj_empty_switch_folder_beside_a_full_one", _empty_switch_folder, 2,
          "trafficinfo/2024052400/NH-DC-NM129-B03-ROCE-Leaf-2_GPU_S9825: a switch folder with no port files"),
+    Case("zj_save_time_in_seconds", _save_time_in_seconds, 0, rows={"bronze/zj_port_counters": 2},
+         reasons={"quarantine/zj_port_counters": [[
+             "save_time_utc: '1716480001' is not a valid epoch time in whole milliseconds of the years 2000-2099"]]},
+         read={"zj_port_counters": 3}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),

@@ -139,6 +139,7 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         good.replace(f",{MGMT},", ",,"),                   # missing port
         good + ",7",                                       # 11 fields
         good.replace("1716480000914", "99999999999999999"),  # beyond the year 9999
+        good.replace("1716480000914", "1716480000"),       # seconds: 1970 as milliseconds
     ]
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [good, *bad])
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", [good.replace(MGMT, "TwoHundredGigE1/0/1:1")], newline="\r\n", bom="\ufeff")
@@ -148,10 +149,11 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         (good, []), (good.replace(MGMT, "TwoHundredGigE1/0/1:1"), []),
         (bad[0], ["expected 10 fields, found 9"]),
         (bad[1], ["out_octets: '23556.5' is not a valid bigint"]),
-        (bad[2], ["save_time_utc: '1716480000.914' is not a valid epoch time in whole milliseconds"]),
+        (bad[2], ["save_time_utc: '1716480000.914' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
         (bad[3], ["port_name: missing value"]),
         (bad[4], ["expected 10 fields, found 11"]),
-        (bad[5], ["save_time_utc: '99999999999999999' is not a valid epoch time in whole milliseconds"]),
+        (bad[5], ["save_time_utc: '99999999999999999' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
+        (bad[6], ["save_time_utc: '1716480000' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
     ], "raw_line string, _parse_errors array<string>").orderBy("raw_line")
     assertDataFrameEqual(got, expected)
     row = parsed.filter(F.size("_parse_errors") == 0).orderBy("file_port_name").first()
@@ -159,7 +161,7 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         datetime(2024, 5, 23, 16, 0, 0, 914000), HOUR, 23556, 0.0, None)
     assert parsed.filter("raw_line = '" + bad[1] + "'").first().raw_values_json.startswith(
         '{"SaveTime":"2024/05/24 星期五 00:00:00.914","SaveTimeUTC":"1716480000914"')
-    assert parsed.select("_row_id").distinct().count() == 8
+    assert parsed.select("_row_id").distinct().count() == 9
 
 
 # ---------------------------------------------------------------- rates on real excerpts
