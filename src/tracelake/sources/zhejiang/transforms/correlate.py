@@ -173,6 +173,20 @@ def port_iterations(paths: DataFrame, iterations: DataFrame) -> DataFrame:
                       F.col("end_ts").alias("l_end")).join(ports, "task_id")
 
 
+def exact_sum(value: Column) -> Column:
+    """A sum of doubles that does not depend on the order rows arrive in: added as decimals
+    (exact, so associative) and returned as a double. A plain float sum differs in its last digits
+    from run to run as partitions race, and an identical re-run then rewrote the evidence and
+    gold tables (their fingerprints changed). 12 decimals keep far more than the measurements
+    carry; 26 integer digits hold any byte count here."""
+    return F.sum(value.cast("decimal(38,12)")).cast("double")
+
+
+def exact_mean(value: Column) -> Column:
+    """F.avg without its order-dependent float sum (see exact_sum); null over no values."""
+    return F.when(F.count(value) > 0, exact_sum(value) / F.count(value).cast("double"))
+
+
 def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame:
     """0.5 s counters per (task, iteration, port): utilisation max and time-weighted mean, seconds
     at ≥ sat_util (hot) and at ≥ busy_util (busy), achieved Gb/s, rows seen."""
@@ -189,14 +203,15 @@ def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame
     pairs = overlap_join(pi, r, ["device_name", "port_name"], rules.bucket_s)
     rated = F.col("util").isNotNull()
     ov = F.col("overlap_s")
+    rated_s = exact_sum(F.when(rated, ov))
     return pairs.groupBy("task_id", "iteration", "device_name", "port_name").agg(
         F.count(F.lit(1)).alias("counter_rows"),
-        F.sum(F.when(rated, ov)).alias("rated_s"),
+        rated_s.alias("rated_s"),
         F.max("util").alias("util_max"),
-        (F.sum(F.col("util") * ov) / F.sum(F.when(rated, ov))).alias("util_mean"),
-        F.sum(F.when(F.col("util") >= rules.sat_util, ov).otherwise(F.lit(0.0))).alias("hot_s"),
-        F.sum(F.when(F.col("util") >= rules.busy_util, ov).otherwise(F.lit(0.0))).alias("busy_s"),
-        (F.sum(F.col("bytes_per_s") * ov) * 8 / F.sum(F.when(rated, ov)) / 1e9).alias("gbps"),
+        (exact_sum(F.col("util") * ov) / rated_s).alias("util_mean"),
+        exact_sum(F.when(F.col("util") >= rules.sat_util, ov).otherwise(F.lit(0.0))).alias("hot_s"),
+        exact_sum(F.when(F.col("util") >= rules.busy_util, ov).otherwise(F.lit(0.0))).alias("busy_s"),
+        (exact_sum(F.col("bytes_per_s") * ov) * 8 / rated_s / 1e9).alias("gbps"),
     )
 
 
@@ -384,7 +399,7 @@ def _per_iteration(ev: DataFrame) -> DataFrame:
     has_data = F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
     return ev.groupBy("task_id", "iteration").agg(
         F.max(F.when(access, F.col("util_max"))).alias("access_util_max"),
-        F.avg(F.when(access, F.col("util_mean"))).alias("access_util_mean"),
+        exact_mean(F.when(access, F.col("util_mean"))).alias("access_util_mean"),
         F.max(F.when(uplink, F.col("util_max"))).alias("uplink_util_max"),
         F.median(F.when(access, F.col("busy_est_s"))).alias("comm_busy_s"),
         F.median(F.when(access, F.col("gbps"))).alias("nic_gbps_median"),
