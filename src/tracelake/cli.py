@@ -140,19 +140,27 @@ def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
     except KeyboardInterrupt:
         # no session stop: the client's release-session retries can hang; committed versions
         # stay as they are, and the in-process engine ends with the process
-        print("tracelake: interrupted; tables keep their last committed versions", file=sys.stderr)
-        os._exit(130)
+        _exit_interrupted()
     finally:
         engine.stop()
+
+
+INTERRUPTED = "tracelake: interrupted; tables keep their last committed versions"
+
+
+def _exit_interrupted(*_) -> None:
+    """End the process now, saying so: the same line as an unwound Ctrl-C (os._exit flushes nothing)."""
+    print(INTERRUPTED, file=sys.stderr, flush=True)
+    os._exit(130)
 
 
 def _on_interrupt(signum, frame) -> None:
     """First Ctrl-C: unwind (KeyboardInterrupt), with a few seconds' grace; a second one, or the
     grace running out while the engine blocks it, ends the process at once."""
-    timer = threading.Timer(INTERRUPT_GRACE_S, os._exit, args=(130,))
+    timer = threading.Timer(INTERRUPT_GRACE_S, _exit_interrupted)
     timer.daemon = True
     timer.start()
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    signal.signal(signal.SIGINT, _exit_interrupted)
     raise KeyboardInterrupt
 
 
@@ -236,12 +244,13 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def _statement_errors() -> tuple[type[Exception], ...]:
     """What the engine raises for a mistake in the statement (an unknown table, bad syntax, a
-    division by zero, a failed cast): the user's to fix, so exit 2, not an internal error."""
+    division by zero, a failed cast, a version whose files a vacuum removed): the user's to fix,
+    so exit 2, not an internal error."""
     from pyspark import errors as E
 
     return (E.AnalysisException, E.IllegalArgumentException, E.ArithmeticException, E.DateTimeException,
             E.ArrayIndexOutOfBoundsException, E.UnsupportedOperationException, E.SparkRuntimeException,
-            E.SparkNoSuchElementException, E.SparkUpgradeException)
+            E.SparkNoSuchElementException, E.SparkUpgradeException, E.QueryExecutionException)
 
 
 def _run_query(spark, sql: str):
@@ -311,8 +320,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tell(message: str) -> None:
+    print(f"tracelake: {message}", file=sys.stderr)
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     from tracelake.lake import list_lake_tables
+    from tracelake.lock import lake_write_lock
     from tracelake.maintenance import active_files, history, optimize, vacuum
 
     with _engine(args, need_lake=True) as (engine, config):
@@ -323,15 +337,17 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                 raise TracelakeError(f"no table {args.table} in the lake at {config.lake_root}")
             tables = [wanted]
         rows = []
-        for layer, table in tables:
-            path = config.table_path(layer, table)
-            files_before = active_files(engine, path)
-            if args.optimize:
-                optimize(engine, path)
-            if args.vacuum:
-                vacuum(engine, path, args.retain_hours, enforce_retention=args.retain_hours >= 168)
-            last = history(engine, path, 1)[0]
-            rows.append((f"{layer}.{table}", last.version, last.operation, files_before, active_files(engine, path)))
+        writes = args.optimize or args.vacuum  # then as an ingest does: one writer per lake
+        with lake_write_lock(config, on_wait=_tell) if writes else contextlib.nullcontext():
+            for layer, table in tables:
+                path = config.table_path(layer, table)
+                files_before = active_files(engine, path)
+                if args.optimize:
+                    optimize(engine, path)
+                if args.vacuum:
+                    vacuum(engine, path, args.retain_hours, enforce_retention=args.retain_hours >= 168)
+                last = history(engine, path, 1)[0]
+                rows.append((f"{layer}.{table}", last.version, last.operation, files_before, active_files(engine, path)))
     write_csv(("table", "version", "last_operation", "files_before", "files_after"), rows)
     return 0
 

@@ -4,7 +4,9 @@ Two ingests of one source into one lake raced their MERGEs and left every key tw
 after (a MERGE never removes duplicates already in a table). Writers of a local lake therefore
 queue on an OS file lock (`<lake>/_locks/write.lock`, released by the kernel even when a run is
 killed). The lock covers the whole lake because derived tables (silver.jobs, …) are written by
-every source's ingest. Object-store lakes (s3://, abfss://) have no such lock: there, concurrent
+every source's ingest; `maintain --optimize/--vacuum` takes it too (its commits would otherwise
+win a race against an ingest's, stopping the ingest between its bronze and silver commits, and a
+vacuum could remove files an ingest has staged). Object-store lakes (s3://, abfss://) have no such lock: there, concurrent
 writers rely on Delta's commit conflicts, and the loser fails with a message that says to retry.
 """
 
@@ -57,10 +59,10 @@ def lake_write_lock(
                 holder = _holder(path)
                 if time.monotonic() >= deadline:
                     raise TracelakeError(
-                        f"another ingest is writing the lake at {config.lake_root} ({holder}); retry later"
+                        f"another run (ingest or maintain) is writing the lake at {config.lake_root} ({holder}); retry later"
                     ) from None
                 if on_wait and not told:
-                    on_wait(f"waiting for another ingest writing this lake ({holder})")
+                    on_wait(f"waiting for another run (ingest or maintain) writing this lake ({holder})")
                     told = True
                 time.sleep(poll_s)
         handle.seek(0)

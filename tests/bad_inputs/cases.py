@@ -167,6 +167,19 @@ def _save_time_in_seconds(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _version_vacuumed(raw: Path) -> list[list[str]]:
+    """Version 1 (the first rows) of bronze.itp_jobs replaced by a re-ingest, compacted, then
+    vacuumed with no retention: reading it back (a sum, which needs its files) is the
+    statement's failure."""
+    first, second = raw / "first", raw / "second"
+    write_archive(first / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(3)])})
+    write_archive(second / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+    return [["ingest", "itp", "--raw", str(first)], ["ingest", "itp", "--raw", str(second)],
+            ["maintain", "bronze.itp_jobs", "--optimize"],
+            ["maintain", "bronze.itp_jobs", "--vacuum", "--retain-hours", "0"],
+            ["query", "SELECT sum(duration) FROM bronze.itp_jobs VERSION AS OF 1"]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -495,6 +508,8 @@ CASES = [
     Case("query_cte_insert_is_refused", _query("WITH t AS (SELECT 1) INSERT INTO bronze.x SELECT * FROM t"), 2,
          "query is read-only: INSERT"),
     Case("query_two_statements_are_refused", _query("SELECT 1; DROP TABLE bronze.itp_jobs"), 2, "one statement at a time"),
+    Case("query_of_a_vacuumed_version_is_input_error", _version_vacuumed, 2, "tracelake: error: query failed: ",
+         rows={"bronze/itp_jobs": 2}),
     Case("query_select_runs", _query("SELECT 40 + 2 AS answer"), 0, stdout="answer\n42"),
     Case("unknown_command_is_one_line", _cli("ingst", "itp"), 2, "invalid choice: 'ingst'"),
     Case("unknown_profile_is_one_line", _cli("tables", "--profile", "fast"), 2, "invalid choice: 'fast'"),
