@@ -11,6 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.exact import exact_mean, exact_sum
+
 UNKNOWN = "unknown"
 ALL = "all"
 GROUP = ["trace", "cluster", "job_type", "final_state"]
@@ -36,7 +38,7 @@ def _count_if(condition: Column) -> Column:
 def _stats(column: str, prefix: str) -> list[Column]:
     """mean, exact median and p90 of a column (nulls ignored)."""
     return [
-        F.avg(column).alias(f"{prefix}_mean_s"),
+        exact_mean(F.col(column)).alias(f"{prefix}_mean_s"),
         F.percentile(F.col(column), F.lit(0.5)).alias(f"{prefix}_median_s"),
         F.percentile(F.col(column), F.lit(0.9)).alias(f"{prefix}_p90_s"),
     ]
@@ -48,7 +50,7 @@ def _bucket(low: int, high: int | None) -> Column:
 
 
 def _share(part: str, keys: list[str]) -> Column:
-    total = F.sum(part).over(Window.partitionBy(*keys))
+    total = exact_sum(F.col(part), over=Window.partitionBy(*keys))
     return F.when(total > 0, F.col(part) / total)
 
 
@@ -58,7 +60,7 @@ def job_characterization(jobs: DataFrame) -> DataFrame:
     grouped = _labelled(jobs).groupBy(*GROUP).agg(
         F.count(F.lit(1)).alias("jobs"),
         _count_if(_is_gpu_job()).alias("gpu_jobs"),
-        F.coalesce(F.sum("gpu_hours"), F.lit(0.0)).alias("gpu_hours"),
+        F.coalesce(exact_sum(F.col("gpu_hours")), F.lit(0.0)).alias("gpu_hours"),
         *_stats("duration_s", "duration"),
         *_stats("queue_s", "queue"),
         *[_count_if(_bucket(lo, hi)).alias(f"gpu_jobs_{name}") for name, lo, hi in GPU_BUCKETS],
@@ -78,7 +80,7 @@ def job_characterization(jobs: DataFrame) -> DataFrame:
 def _gpu_job_durations() -> list[Column]:
     return [
         F.count(F.lit(1)).alias("gpu_jobs"),
-        F.coalesce(F.sum("gpu_hours"), F.lit(0.0)).alias("gpu_hours"),
+        F.coalesce(exact_sum(F.col("gpu_hours")), F.lit(0.0)).alias("gpu_hours"),
         *_stats("duration_s", "duration"),
     ]
 
@@ -113,15 +115,15 @@ def gpu_count_cdf(jobs: DataFrame) -> DataFrame:
     GPU jobs and of GPU time of jobs using at most that many GPUs."""
     counts = jobs.filter(_is_gpu_job()).groupBy("trace", "cluster", "gpu_num").agg(
         F.count(F.lit(1)).alias("gpu_jobs"),
-        F.coalesce(F.sum("gpu_hours"), F.lit(0.0)).alias("gpu_hours"),
+        F.coalesce(exact_sum(F.col("gpu_hours")), F.lit(0.0)).alias("gpu_hours"),
     )
     keys = ["trace", "cluster"]
     upto = Window.partitionBy(*keys).orderBy("gpu_num").rowsBetween(Window.unboundedPreceding, 0)
     whole = Window.partitionBy(*keys)
 
     def cumulative(col: str) -> Column:
-        total = F.sum(col).over(whole)
-        return F.when(total > 0, F.sum(col).over(upto) / total)
+        total = exact_sum(F.col(col), over=whole)
+        return F.when(total > 0, exact_sum(F.col(col), over=upto) / total)
 
     return counts.select(
         *keys, "gpu_num", "gpu_jobs", "gpu_hours",

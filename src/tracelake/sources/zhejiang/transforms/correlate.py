@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.exact import exact_mean, exact_sum
 from tracelake.sources.zhejiang.clock import cst_hour
 from tracelake.sources.zhejiang.layout import UPLINK_PORTS
 from tracelake.sources.zhejiang.transforms.hourly import full_port_name
@@ -171,20 +172,6 @@ def port_iterations(paths: DataFrame, iterations: DataFrame) -> DataFrame:
     ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
     return its.select("task_id", "iteration", "duration_s", F.col("start_ts").alias("l_start"),
                       F.col("end_ts").alias("l_end")).join(ports, "task_id")
-
-
-def exact_sum(value: Column) -> Column:
-    """A sum of doubles that does not depend on the order rows arrive in: added as decimals
-    (exact, so associative) and returned as a double. A plain float sum differs in its last digits
-    from run to run as partitions race, and an identical re-run then rewrote the evidence and
-    gold tables (their fingerprints changed). 12 decimals keep far more than the measurements
-    carry; 26 integer digits hold any byte count here."""
-    return F.sum(value.cast("decimal(38,12)")).cast("double")
-
-
-def exact_mean(value: Column) -> Column:
-    """F.avg without its order-dependent float sum (see exact_sum); null over no values."""
-    return F.when(F.count(value) > 0, exact_sum(value) / F.count(value).cast("double"))
 
 
 def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame:
