@@ -54,6 +54,14 @@ class Run:
 
     @classmethod
     def new(cls, config: Config) -> Run:
+        """A run's identity and its staging folder, which must be a folder: this process unpacks
+        raw files there and the engine reads them (a URL such as the default <lake>/_staging of an
+        s3:// lake would become a local folder named `s3:/…`)."""
+        if "://" in config.staging_dir:
+            raise TracelakeError(
+                f"staging folder {config.staging_dir} is a URL: an ingest unpacks raw files there, so it must be "
+                "a folder this process and the engine both see (--conf staging_dir=/data/staging, deploy/README.md)"
+            )
         started = datetime.now(UTC).replace(microsecond=0)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         return cls(run_id, started, Path(config.staging_dir) / run_id)

@@ -180,6 +180,11 @@ def _version_vacuumed(raw: Path) -> list[list[str]]:
             ["query", "SELECT sum(duration) FROM bronze.itp_jobs VERSION AS OF 1"]]
 
 
+def _itp_archive(raw: Path) -> Path:
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+    return raw
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -298,6 +303,9 @@ CASES = [
          reasons={"quarantine/itp_jobs": [["key already stored from raw-traces.tar.gz!cluster01.csv, a file not in this "
                                            "run: ingest both together to move it"]]}),
     Case("itp_archive_crc_does_not_match", _archive_crc_flipped, 2, "truncated or corrupt archive (CRC check failed"),
+    Case("itp_object_store_lake_without_a_staging_folder",
+         lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--lake", "s3://nobucket/lake"]], 2,
+         "staging folder s3://nobucket/lake/_staging is a URL: an ingest unpacks raw files there"),
     Case("itp_lake_path_is_under_a_file", _lake_under_a_file, 2, "is not writable: Not a directory"),
     # ---- Zeus
     Case("zeus_non_finite_numbers", zeus([TRAIN_ROW], [
