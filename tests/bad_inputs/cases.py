@@ -185,6 +185,21 @@ def _itp_archive(raw: Path) -> Path:
     return raw
 
 
+def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
+    """Hour 01's first poll also at the end of hour 00's file: kept in both hour partitions of
+    bronze (with the out-of-hour warning), rated once, in hour 00; hour 01's copy is `repeated`."""
+    hour0 = port_rows("FourHundredGigE1/0/40", [10**9] * 3).splitlines()
+    hour1 = [hour0[0]] + [line.replace(" 00:00:", " 01:00:").replace(
+        f",{line.split(',')[1]},", f",{int(line.split(',')[1]) + 3_600_000},") for line in hour0[1:]]
+    folder = f"{LEAF1}_GPU_S9825/Leaf-1_40.csv"
+    for hour, lines in (("2024052400", [*hour0, hour1[1]]), ("2024052401", hour1)):
+        target = raw / "trafficinfo" / hour / folder
+        target.parent.mkdir(parents=True)
+        target.write_text("\n".join(lines) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)],
+            ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -436,6 +451,10 @@ CASES = [
          reasons={"quarantine/zj_port_counters": [[
              "save_time_utc: '1716480001' is not a valid epoch time in whole milliseconds of the years 2000-2099"]]},
          read={"zj_port_counters": 3}),
+    Case("zj_poll_in_two_hour_folders", _poll_in_two_hour_folders, 0,
+         stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
+                "2024052401,repeated,1\n2024052401,update,2\n",
+         rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),

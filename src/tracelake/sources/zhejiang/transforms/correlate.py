@@ -11,7 +11,7 @@ intervals overlap. The overlap in seconds weights every time average.
 
 Time spans of the network records (all UTC):
   silver.zj_port_rates  a row with a rate covers (interval_start_utc, save_time_utc]; a row
-                        without one (first, gap, no_new_data) is data at its poll instant only.
+                        without one (first, repeated, gap, no_new_data) is data at its poll instant only.
   bronze.zj_port_minute a row covers the minute before its `time`, (time − 60 s, time].
   bronze.zj_flow        the same minute before `time` (flow records are per minute [INF]).
   bronze.zj_link        the minute before `start_time` (the interval is undocumented).

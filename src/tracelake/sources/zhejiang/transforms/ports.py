@@ -6,8 +6,11 @@ usually means "no refresh since the last poll", not "no traffic": the bytes of t
 in the next non-zero row. (On the release, the bytes summed over the five minutes after the
 collector outage match the outage row's 253 s average, median ratio 1.009: nothing is lost.)
 
-Rules, per port, in time order (window lag over save_time_utc):
+Rules, per port, in time order (window lag over save_time_utc, then hour_cst):
   first        the port's first row: no interval start is known, no rate.
+  repeated     the instant of the row before it: the same poll delivered again by a later hour
+               folder (the earlier folder's copy sorts first and keeps the rate), so its bytes
+               are not counted twice; no rate.
   gap          more than `max_gap_s` since the previous row (collector outage, missing rows):
                no rate, flagged; the counts are kept, so volumes still add up.
   update       a non-zero row: its bytes cover (last non-zero row, this row], the zero rows
@@ -48,7 +51,7 @@ MAX_UTIL = 1.05
 LINE_RATES_BPS = (("TwoHundredGigE", 200_000_000_000), ("FourHundredGigE", 400_000_000_000),
                   ("M-GigabitEthernet", 1_000_000_000))
 COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
-STATUSES = ("first", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter")
+STATUSES = ("first", "repeated", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter")
 
 
 def line_rate_bps(port_name: Column) -> Column:
@@ -66,7 +69,9 @@ def unwrap_32bit(value: Column, is_32bit: Column) -> Column:
 
 def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: float = MAX_UTIL) -> DataFrame:
     """One row per counter row: its status, the interval its bytes cover, bytes/s and utilisation."""
-    port = Window.partitionBy("device_name", "port_name").orderBy("save_time_utc")
+    # hour_cst breaks a tie of instants: a poll two hour folders both hold (one outside its hour)
+    # is rated once, in the earlier folder; a tie within one folder is a critical bronze failure
+    port = Window.partitionBy("device_name", "port_name").orderBy("save_time_utc", "hour_cst")
     before = port.rowsBetween(Window.unboundedPreceding, -1)
     ms = F.unix_millis(F.col("save_time_utc"))
     is_32bit = F.col("port_name") == F.lit(MGMT_PORT)  # the only counters that are 32-bit
@@ -93,6 +98,7 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
     carried = (F.col("_prev_ms") - anchor) <= limit_ms  # the zero rows before an update were waiting
     status = (
         F.when(F.col("_prev_ms").isNull(), "first")
+        .when(dt_ms == 0, "repeated")
         .when(dt_ms > limit_ms, "gap")
         .when(~F.col("_zero"), "update")
         .when(waiting, "no_new_data")
