@@ -78,20 +78,39 @@ def settle(
     return stage(project(parsed.fallback()), path), False
 
 
+def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:
+    """(offset, value) of the first byte of `path` that is not UTF-8, or None when it all
+    decodes; read a chunk at a time (`opener`: e.g. gzip.open for a compressed file)."""
+    decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
+    try:
+        with opener(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                decode(chunk)
+                offset += len(chunk)
+            decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        return offset + exc.start, exc.object[exc.start]
+    return None
+
+
+def transcode_to_utf8(path: str | Path, target: Path, encoding: str, errors: str = "strict") -> None:
+    """`path` decoded as `encoding`, written to `target` as UTF-8, a chunk at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors)
+    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as dst:
+        while chunk := src.read(1 << 22):
+            dst.write(decoder.decode(chunk))
+        dst.write(decoder.decode(b"", final=True))
+
+
 def utf8_readable(raw: RawFile, staging: Path) -> RawFile:
     """The file itself when it is UTF-8; else a staged copy whose undecodable bytes are written
     as `\\xNN` escapes, so the engine can read it (Sail fails the whole read on one bad byte)
-    and the lines holding them stay visible in quarantine instead of failing the run. For
-    small files (logs, listings): the file is read whole."""
-    data = Path(raw.path).read_bytes()
-    try:
-        data.decode("utf-8")
+    and the lines holding them stay visible in quarantine instead of failing the run."""
+    if first_bad_utf8(raw.path) is None:
         return raw
-    except UnicodeDecodeError:
-        pass
     staging.mkdir(parents=True, exist_ok=True)
     copy = staging / f"utf8-{abs(hash(raw.name)):x}-{Path(raw.path).name}"
-    copy.write_text(data.decode("utf-8", errors="backslashreplace"), encoding="utf-8")
+    transcode_to_utf8(raw.path, copy, "utf-8", "backslashreplace")
     return RawFile(str(copy), raw.name, raw.constants)
 
 
@@ -101,18 +120,12 @@ def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
     reads. check_header decodes only the start of a file and the engine's own error names no
     file, so this reads each file whole: it runs on the error path only."""
     for raw in files:
-        decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
         try:
-            with (gzip.open if raw.path.endswith(".gz") else open)(raw.path, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    decode(chunk)
-                    offset += len(chunk)
-                decode(b"", final=True)
-        except UnicodeDecodeError as exc:
-            return TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                                  f"near offset {offset + exc.start})")
+            bad = first_bad_utf8(raw.path, gzip.open if raw.path.endswith(".gz") else open)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             return TracelakeError(f"{raw.name}: truncated or corrupt gzip file ({exc or type(exc).__name__})")
+        if bad is not None:
+            return TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{bad[1]:02x} near offset {bad[0]})")
     return None
 
 

@@ -30,9 +30,11 @@ from tracelake.lake import read_tables
 from tracelake.reader import (
     RawFile,
     finish,
+    first_bad_utf8,
     raw_field,
     raw_values_json,
     split_fields,
+    transcode_to_utf8,
     typed_columns,
     union_all,
 )
@@ -69,18 +71,6 @@ NOT_UTF8 = "line is not UTF-8 text (undecodable bytes shown as \\xNN)"
 
 # ---------------------------------------------------------------- planning
 
-def _is_utf8(path: Path) -> bool:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                decoder.decode(chunk)
-            decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def _not_utf8_share(path: Path) -> float:
     """The share of the lines holding non-ASCII bytes that do not decode as UTF-8 (0.0 if none).
     Neither encoding has a newline byte inside a character, so lines split safely."""
@@ -97,15 +87,6 @@ def _not_utf8_share(path: Path) -> float:
     return bad / text if text else 0.0
 
 
-def _transcode(path: Path, target: Path, encoding: str, errors: str = "strict") -> None:
-    """`path` decoded as `encoding`, written to `target` as UTF-8, a chunk at a time."""
-    decoder = codecs.getincrementaldecoder(encoding)(errors)
-    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as dst:
-        while chunk := src.read(1 << 22):
-            dst.write(decoder.decode(chunk))
-        dst.write(decoder.decode(b"", final=True))
-
-
 def _as_utf8(path: Path, staging: Path, name: str) -> tuple[str, bool]:
     """(a UTF-8 path for Spark's text reader, whether undecodable bytes were escaped).
 
@@ -116,7 +97,7 @@ def _as_utf8(path: Path, staging: Path, name: str) -> tuple[str, bool]:
     So one GBK field in a UTF-8 file costs its line, not every Chinese time of the file
     (GB18030 decodes UTF-8 too, into other characters, without an error); a mixed file counts
     as UTF-8, since a quarantined line is seen and a mis-decoded one is not."""
-    if _is_utf8(path):
+    if first_bad_utf8(path) is None:
         return str(path), False
     target = staging / name.replace("/", "__")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -124,11 +105,11 @@ def _as_utf8(path: Path, staging: Path, name: str) -> tuple[str, bool]:
         bom = fh.read(3) == codecs.BOM_UTF8
     if not bom and _not_utf8_share(path) >= GB18030_SHARE:
         try:
-            _transcode(path, target, "gb18030")
+            transcode_to_utf8(path, target, "gb18030")
             return str(target), False
         except UnicodeDecodeError:
             pass
-    _transcode(path, target, "utf-8", "backslashreplace")
+    transcode_to_utf8(path, target, "utf-8", "backslashreplace")
     return str(target), True
 
 
