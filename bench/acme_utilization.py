@@ -39,7 +39,7 @@ os.environ.setdefault("RUST_LOG", "error")
 
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
-from tracelake.pipeline import run_ingest  # noqa: E402
+from tracelake.run.pipeline import run_ingest  # noqa: E402
 from tracelake.schema import load_schema  # noqa: E402
 from tracelake.sources.acme.utilization import plan  # noqa: E402
 

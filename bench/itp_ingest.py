@@ -19,11 +19,11 @@ from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "error")
 
-from tracelake.archives import extract_members  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
-from tracelake.pipeline import run_ingest  # noqa: E402
-from tracelake.registry import generate  # noqa: E402
+from tracelake.io.archives import extract_members  # noqa: E402
+from tracelake.run.pipeline import run_ingest  # noqa: E402
+from tracelake.run.registry import generate  # noqa: E402
 from tracelake.sources.itp import ELASTICFLOW_ARCHIVE, RAW_ARCHIVE  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

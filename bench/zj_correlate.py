@@ -88,7 +88,7 @@ def _whole_day(original):
 
 
 def generate_world(raw: Path, hours: int) -> None:
-    from tracelake.registry import generate
+    from tracelake.run.registry import generate
     from tracelake.sources.zhejiang import synth as zj
 
     with contextlib.ExitStack() as stack:
@@ -116,7 +116,7 @@ def _peak_mb() -> float:
 
 
 def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
-    from tracelake.pipeline import run_ingest
+    from tracelake.run.pipeline import run_ingest
 
     engine, config = _engine(lake)
     steps: dict[str, float] = {}
@@ -140,7 +140,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     written to Parquet once: the correlation step alone, without the quality gate."""
     from pyspark.sql import functions as F
 
-    from tracelake.lake import read_tables
+    from tracelake.delta.commit import read_tables
     from tracelake.sources.zhejiang.correlate import FLOW, LINK, MINUTE, RATES, task_hours
     from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
 

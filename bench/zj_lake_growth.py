@@ -29,7 +29,7 @@ from deltalake import DeltaTable
 
 TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "bronze/zj_nic",
           "bronze/zj_link", "bronze/zj_port_minute", "gold/zj_iteration_network")
-CLI = [sys.executable, "-m", "tracelake.cli"]
+CLI = [sys.executable, "-m", "tracelake"]
 
 
 STEP = re.compile(r"✓ (?P<label>.+?)\s+(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)\s*$")

@@ -38,10 +38,12 @@ os.environ.setdefault("RUST_LOG", "error")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from tracelake import ingest, lake, staged_commit  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
+from tracelake.delta import commit as lake  # noqa: E402
+from tracelake.delta import staged_files as staged_commit  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
-from tracelake.pipeline import run_ingest  # noqa: E402
+from tracelake.run import bronze as ingest  # noqa: E402
+from tracelake.run.pipeline import run_ingest  # noqa: E402
 from tracelake.sources.zhejiang import ports  # noqa: E402
 from tracelake.sources.zhejiang.ports import TABLE, find_port_files  # noqa: E402
 from tracelake.sources.zhejiang.transforms.ports import COUNTERS, port_rates  # noqa: E402
@@ -200,7 +202,7 @@ def _cli_ingest(release: Path, lake: Path) -> tuple[float, float]:
     """(wall, peak RSS GB) of `tracelake ingest zhejiang` as a user runs it: process start to
     exit (imports, engine start, plan, parse, gate, Delta, rates, correlation)."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "tracelake.cli", "ingest", "zhejiang", "--raw", str(release),
+    process = subprocess.Popen([sys.executable, "-m", "tracelake", "ingest", "zhejiang", "--raw", str(release),
                                 "--lake", str(lake)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "RUST_LOG": "error"})
     _, status, usage = os.wait4(process.pid, 0)

@@ -13,7 +13,7 @@ try:
 except ImportError:  # plain checkout: make <repo>/src importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tracelake.cli import main  # noqa: E402
+from tracelake.app.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["ingest", *sys.argv[1:]]))

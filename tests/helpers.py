@@ -36,7 +36,7 @@ def itp_csv(rows: list[str]) -> str:
 def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: its own process, its own engine."""
     full_env = {**os.environ, "RUST_LOG": "error", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tracelake.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tracelake", *args], capture_output=True, text=True,
                           env=full_env, timeout=300)
 
 

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from helpers import ITP_HEADER, tracelake, write_archive
 from test_corpus import lake_tables
 
-CLI = [sys.executable, "-m", "tracelake.cli"]
+CLI = [sys.executable, "-m", "tracelake"]
 ENV = {**os.environ, "RUST_LOG": "error"}
 
 
@@ -178,7 +178,7 @@ def test_duplicate_keys_left_by_an_old_race_are_healed_by_the_next_ingest(tmp_pa
 
 
 def test_the_losing_side_of_a_commit_race_says_to_retry():
-    from tracelake.cli import _one_line
+    from tracelake.app.cli import _one_line
 
     message = _one_line(RuntimeError("Delta error: Failed to commit transaction: 0"))
     assert message == ("another writer committed to a table of this run first (Delta commit conflict); "

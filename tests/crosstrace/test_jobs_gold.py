@@ -19,8 +19,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from tracelake.crosstrace.characterize import duration_comparison, gpu_count_cdf, job_characterization
 from tracelake.crosstrace.unify import unify_jobs
-from tracelake.pipeline import run_ingest
-from tracelake.registry import generate
+from tracelake.run.pipeline import run_ingest
+from tracelake.run.registry import generate
 from tracelake.schema import load_schema
 from tracelake.sources.acme.synth import jobs as generate_jobs
 from tracelake.sources.acme.synth.jobs import GROUND_TRUTH
@@ -131,7 +131,7 @@ def test_report_writes_the_figures_and_the_page(world, tmp_path):
     config, _, _ = world
     out = tmp_path / "report"
     env = {**os.environ, "RUST_LOG": "error"}
-    result = subprocess.run([sys.executable, "-m", "tracelake.cli", "report", "--out", str(out),
+    result = subprocess.run([sys.executable, "-m", "tracelake", "report", "--out", str(out),
                              "--lake", config.lake_root], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     figures = {"jobs_duration_cdf_by_type.png", "jobs_gpu_time_share_by_type.png",

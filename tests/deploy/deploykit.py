@@ -15,7 +15,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-TRACELAKE = [sys.executable, "-m", "tracelake.cli"]
+TRACELAKE = [sys.executable, "-m", "tracelake"]
 
 
 def free_port() -> int:

@@ -91,7 +91,7 @@ def notebook_lake(tmp_path_factory):
         args = ["generate", source, "--out", str(raw / source), "--scale", "0.01" if source == "itp" else "0.1"]
         if source == "zhejiang":
             args += ["--hours", "1", "--tasks", "1"]
-        done = subprocess.run([sys.executable, "-m", "tracelake.cli", *args], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([sys.executable, "-m", "tracelake", *args], capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         ran = _run_notebook("ingest.py", {"source": source, "raw": str(raw / source), "lake": str(lake),
                                           "profile": "local", "hours": "", "catalog": ""})

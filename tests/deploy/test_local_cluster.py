@@ -10,7 +10,7 @@ import re
 import pytest
 from deploykit import delta_versions, fingerprint, sail_server, table_rows, tracelake
 
-from tracelake.registry import generate
+from tracelake.run.registry import generate
 
 SOURCES = ("itp", "zeus", "acme", "zhejiang")
 

@@ -14,7 +14,7 @@ import pytest
 from deploykit import REPO, VENV_BIN, delta_versions, run, sail_server, table_rows, tracelake
 
 from tracelake.engine import explain_engine_error
-from tracelake.registry import generate
+from tracelake.run.registry import generate
 
 SUBMIT = REPO / "deploy" / "spark-submit.sh"
 
@@ -66,7 +66,7 @@ MAINTAIN = """
 import json, sys
 from tracelake.config import load_config
 from tracelake.engine import start_engine
-from tracelake.maintenance import history, optimize, vacuum
+from tracelake.delta.maintenance import history, optimize, vacuum
 path, lake = sys.argv[1], sys.argv[2]
 with start_engine(load_config(profile="connect", overrides={"lake_root": lake})) as engine:
     before = [c.operation for c in history(engine, path)]

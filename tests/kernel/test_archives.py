@@ -3,8 +3,8 @@ import tarfile
 import pytest
 from helpers import write_archive
 
-from tracelake.archives import extract_members
 from tracelake.errors import TracelakeError
+from tracelake.io.archives import extract_members
 
 
 def test_wanted_members_land_in_the_staging_folder_only(tmp_path):

@@ -8,8 +8,8 @@ import sys
 import pytest
 from helpers import itp_csv, job_id, rows, tracelake, write_archive
 
-from tracelake.cli import main
-from tracelake.quality import load_suite
+from tracelake.app.cli import main
+from tracelake.quality.gate import load_suite
 from tracelake.sources.itp.synth import RELEASE_ROWS, TESTBED_ROWS
 
 
@@ -67,7 +67,7 @@ class PanicException(BaseException):
 def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
     def panic(args):
         raise PanicException("TimeDelta::hours out of bounds")
-    monkeypatch.setitem(sys.modules["tracelake.cli"].COMMANDS, "tables", panic)
+    monkeypatch.setitem(sys.modules["tracelake.app.cli"].COMMANDS, "tables", panic)
     assert main(["tables"]) == 1
     assert capsys.readouterr().err == "tracelake: error: PanicException: TimeDelta::hours out of bounds\n"
 
@@ -75,7 +75,7 @@ def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
 def test_a_ctrl_c_that_runs_out_of_grace_still_says_so(monkeypatch, capsys):
     """The grace timer and a second Ctrl-C end the process with os._exit, which flushes nothing:
     the line is printed first (a run ended silently in 2 of 13 tries)."""
-    import tracelake.cli as cli
+    import tracelake.app.cli as cli
 
     codes = []
     monkeypatch.setattr(cli.os, "_exit", codes.append)

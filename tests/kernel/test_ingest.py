@@ -7,10 +7,10 @@ from helpers import itp_csv, job_id, write_archive
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake import lake
+from tracelake.delta import commit as lake
+from tracelake.delta.maintenance import history
 from tracelake.errors import QualityGateFailed
-from tracelake.maintenance import history
-from tracelake.pipeline import run_ingest
+from tracelake.run.pipeline import run_ingest
 
 GOOD = [f"{job_id(i)},{i * 100},{600 + i},1" for i in range(1, 6)]
 BROKEN = [

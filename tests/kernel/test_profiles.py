@@ -10,8 +10,8 @@ import pytest
 from helpers import itp_csv, job_id, write_archive
 from test_cli import rows, tracelake
 
-from tracelake.maintenance import history, optimize, vacuum
-from tracelake.pipeline import run_ingest
+from tracelake.delta.maintenance import history, optimize, vacuum
+from tracelake.run.pipeline import run_ingest
 
 SERVER = """
 import sys, time

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from tracelake.errors import TracelakeError
-from tracelake.ingest import split_by_gate
-from tracelake.quality import expectation_id, load_suite, run_gate
+from tracelake.quality.gate import expectation_id, load_suite, run_gate
+from tracelake.run.bronze import split_by_gate
 
 pytestmark = pytest.mark.portable
 

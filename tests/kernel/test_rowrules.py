@@ -1,4 +1,4 @@
-"""The gate's own row-level evaluation of quarantine rules (tracelake.rowrules) against GX's:
+"""The gate's own row-level evaluation of quarantine rules (tracelake.quality.rowrules) against GX's:
 on a sample with nulls, duplicates, conditions and edge values, every supported expectation
 rejects exactly the rows GX lists in its unexpected_index_list."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tracelake.quality import _runner
-from tracelake.rowrules import rejects
+from tracelake.quality.gate import _runner
+from tracelake.quality.rowrules import rejects
 
 ROWS = [
     # id, a, b, s, t, d
@@ -76,7 +76,7 @@ def _fields(result):
 
 
 def _gx_summary(frame, suite):
-    from tracelake.quality import _to_rule_result, _with_rate, expectation_id
+    from tracelake.quality.gate import _to_rule_result, _with_rate, expectation_id
 
     by_id = {expectation_id(e): e for e in suite["expectations"]}
     results = [_to_rule_result(raw, by_id)[0] for raw in _runner().run(frame, suite["expectations"],
@@ -96,7 +96,7 @@ def test_the_gate_reports_what_gx_reports(spark, rows):
     """Every outcome the gate records (ops.quality_results), for every supported type, with
     mostly, row conditions, ignore_row_if and nulls, equals GX's SUMMARY validation; kwargs_json
     is the rule as the suite writes it (GX's own form turns 5 into 5.0 and drops descriptions)."""
-    from tracelake.quality import run_gate
+    from tracelake.quality.gate import run_gate
 
     suite = {"name": "all", "expectations": _numbered(EXPECTATIONS + SUMMARY_EXTRA)}
     frame = spark.createDataFrame(rows, SCHEMA)
@@ -116,7 +116,7 @@ def demo_lake(engine, tmp_path_factory):
 
     from conftest import make_config
 
-    from tracelake.demo import run_demo
+    from tracelake.app.demo import run_demo
 
     config = make_config(tmp_path_factory.mktemp("suites") / "lake")
     run_demo(engine, config, lambda label: nullcontext())
@@ -126,8 +126,8 @@ def demo_lake(engine, tmp_path_factory):
 def test_every_project_suite_reports_what_gx_reports(spark, demo_lake, tmp_path):
     """The project's own suites on the demo lake's tables (up to 5,000 rows each, staged so both
     read the same rows): the gate's outcomes equal GX's, rule by rule."""
-    from tracelake.lake import list_lake_tables
-    from tracelake.quality import load_suite, run_gate
+    from tracelake.delta.commit import list_lake_tables
+    from tracelake.quality.gate import load_suite, run_gate
 
     compared = 0
     for layer, table in list_lake_tables(demo_lake):

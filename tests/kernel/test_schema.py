@@ -2,7 +2,7 @@ import pytest
 from pyspark.sql import types as T
 
 from tracelake.errors import TracelakeError
-from tracelake.quality import load_suite
+from tracelake.quality.gate import load_suite
 from tracelake.schema import all_table_names, describe_markdown, load_schema, parse_schema, quarantine_schema
 
 
@@ -84,7 +84,7 @@ def test_unknown_table():
 def test_every_derived_table_rebuilt_whole_says_why():
     """A derived table without a partial rebuild is recomputed from all of its inputs on every
     change; its schema must say so and why (e.g. it is small), so the cost is a stated choice."""
-    from tracelake.registry import all_derived
+    from tracelake.run.registry import all_derived
 
     whole = [d.table for d in all_derived() if d.rebuild is None]
     assert len(whole) == 11

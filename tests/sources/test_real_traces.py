@@ -7,9 +7,9 @@ import shutil
 
 import pytest
 
-from tracelake import lake
-from tracelake.pipeline import run_ingest
-from tracelake.registry import generate
+from tracelake.delta import commit as lake
+from tracelake.run.pipeline import run_ingest
+from tracelake.run.registry import generate
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_second_identical_run_changes_nothing(spark, itp_lake):
     assert len(runs) == 1  # every row still carries the first run: nothing was rewritten
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0
     # no derived table committed again: their sums of doubles do not vary with row order
-    # (tracelake.exact; gold.jobs_gpu_count_cdf got a new version on every run before)
+    # (tracelake.api.exact; gold.jobs_gpu_count_cdf got a new version on every run before)
     from deltalake import DeltaTable
     derived = ["silver/jobs", "gold/jobs_characterization", "gold/jobs_duration_comparison",
                "gold/jobs_duration_quantiles", "gold/jobs_gpu_count_cdf"]
@@ -137,7 +137,7 @@ def test_zeus_quirks_are_warnings(spark, zeus_lake):
 
 def test_demo_headline_queries_run_on_the_ingested_lake(spark, itp_lake):
     """Regression: a Delta schema whose nullability disagreed with its files broke these on Sail."""
-    from tracelake.demo import HEADLINES
+    from tracelake.app.demo import HEADLINES
 
     itp = spark.sql(HEADLINES["ITP jobs / distinct ids / GPU-hours"]).first()
     assert tuple(itp) == (69351, 69351, 1632719.7)

@@ -21,8 +21,8 @@ task_id = dbutils.widgets.get("task_id").strip()
 import matplotlib.pyplot as plt
 
 from tracelake.config import load_config
+from tracelake.delta.commit import register_all
 from tracelake.engine import start_engine
-from tracelake.lake import register_all
 
 config = load_config(profile=profile, overrides={"lake_root": lake})
 engine = start_engine(config)

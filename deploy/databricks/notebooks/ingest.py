@@ -29,7 +29,7 @@ catalog = dbutils.widgets.get("catalog").strip()
 
 from tracelake.config import load_config
 from tracelake.engine import start_engine
-from tracelake.pipeline import run_ingest
+from tracelake.run.pipeline import run_ingest
 
 config = load_config(profile=profile, overrides={"lake_root": lake},
                      conf_pairs=[f"tables.catalog={catalog}"] if catalog else [])

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
+from tracelake.api.contract import Derived, derived
 from tracelake.config import Config
-from tracelake.contract import Derived, derived
 from tracelake.crosstrace import characterize
 from tracelake.crosstrace.unify import unify_jobs
-from tracelake.lake import read_tables
+from tracelake.delta.commit import read_tables
 
 JOB_SOURCES = ("bronze.acme_jobs", "bronze.itp_jobs", "bronze.elasticflow_jobs")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from tracelake.exact import exact_mean, exact_sum
+from tracelake.api.exact import exact_mean, exact_sum
 
 UNKNOWN = "unknown"
 ALL = "all"

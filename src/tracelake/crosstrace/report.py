@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelake.lake import read_tables
-from tracelake.report import Section
+from tracelake.app.report import Section
+from tracelake.delta.commit import read_tables
 
 TABLES = ("gold.jobs_characterization", "gold.jobs_duration_comparison",
           "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf")

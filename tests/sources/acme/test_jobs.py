@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
-from tracelake.pipeline import run_ingest
-from tracelake.reader import PARSE_ERRORS
+from tracelake.io.parse import PARSE_ERRORS
+from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.acme.jobs import SEREN_HEADER, parse_acme_jobs, plan
 from tracelake.sources.acme.synth import jobs as generate_jobs

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
-from tracelake.pipeline import run_ingest
+from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.acme import unpivot, utilization
 from tracelake.sources.acme.synth import utilization as generate_util

@@ -20,9 +20,9 @@ from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.lake import read_tables
-from tracelake.pipeline import run_ingest
-from tracelake.registry import generate
+from tracelake.delta.commit import read_tables
+from tracelake.run.pipeline import run_ingest
+from tracelake.run.registry import generate
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.transforms.correlate import (
     UPLINK_PORTS,

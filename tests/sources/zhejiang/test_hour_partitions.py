@@ -15,11 +15,12 @@ from helpers import rows, tracelake
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake import lake, pipeline
+from tracelake.delta import commit as lake
+from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
-from tracelake.ingest import Run, publish_derived
-from tracelake.maintenance import history
-from tracelake.pipeline import run_ingest
+from tracelake.run import pipeline
+from tracelake.run.bronze import Run, publish_derived
+from tracelake.run.pipeline import run_ingest
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
@@ -340,8 +341,8 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     the tasks overlapping hour 2 only (their partitions), and equals a build over both hours."""
     import shutil
 
-    from tracelake.contract import Derived
-    from tracelake.registry import all_derived, generate
+    from tracelake.api.contract import Derived
+    from tracelake.run.registry import all_derived, generate
 
     raw = tmp_path / "raw"
     generate("zhejiang", raw, scale=0.05, seed=9, hours=2, tasks=2)

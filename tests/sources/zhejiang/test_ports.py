@@ -1,6 +1,6 @@
 """Zhejiang per-port counters: file-name rules, the parser, silver.zj_port_rates (zero rows,
 32-bit wraps, gaps, line rate) on real excerpts, the generator's round trip, and one ingest of
-the 350 real files (module fixture) through tracelake.pipeline.run_ingest."""
+the 350 real files (module fixture) through tracelake.run.pipeline.run_ingest."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from tracelake.delta.maintenance import history
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.maintenance import history
-from tracelake.pipeline import run_ingest
-from tracelake.reader import settle
+from tracelake.io.parse import settle
+from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour

@@ -18,10 +18,10 @@ from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
-from tracelake.maintenance import history
-from tracelake.pipeline import run_ingest
-from tracelake.reader import PARSE_ERRORS
+from tracelake.io.parse import PARSE_ERRORS
+from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources import zhejiang as zhejiang_source
 from tracelake.sources.zhejiang import tasklogs, topology

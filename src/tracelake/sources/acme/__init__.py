@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.contract import Derived, TableInput, combined_plan
+from tracelake.api.contract import Derived, TableInput, combined_plan
 from tracelake.sources.acme import jobs, utilization
 
 PARTS = (jobs, utilization)

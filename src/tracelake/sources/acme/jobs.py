@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from tracelake.contract import TableInput
+from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, check_header, parse_lines, read_raw_lines, union_all
+from tracelake.io.parse import RawFile, check_header, parse_lines, read_raw_lines, union_all
 from tracelake.schema import TableSchema
 
 TABLE = "bronze.acme_jobs"

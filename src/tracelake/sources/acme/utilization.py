@@ -53,9 +53,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.contract import TableInput
+from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, stage, union_all, write_staged
+from tracelake.io.parse import RawFile, stage, union_all, write_staged
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,

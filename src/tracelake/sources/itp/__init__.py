@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tracelake.archives import extract_members
-from tracelake.contract import Derived, TableInput
+from tracelake.api.contract import Derived, TableInput
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile
+from tracelake.io.archives import extract_members
+from tracelake.io.parse import RawFile
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"

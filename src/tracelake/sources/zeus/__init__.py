@@ -8,9 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
-from tracelake.contract import TableInput, derived
+from tracelake.api.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile
+from tracelake.io.parse import RawFile
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.contract import TableInput
+from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
 from tracelake.sources.zhejiang.layout import parse_hours

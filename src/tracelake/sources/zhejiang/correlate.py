@@ -17,10 +17,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import PartialBuild, TableInput, derived
 from tracelake.config import Config
-from tracelake.contract import PartialBuild, TableInput, derived
-from tracelake.lake import partition_predicate, read_tables
-from tracelake.reader import stage
+from tracelake.delta.commit import partition_predicate, read_tables
+from tracelake.io.parse import stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import (

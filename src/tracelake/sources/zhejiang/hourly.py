@@ -23,11 +23,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.contract import TableInput, derived
+from tracelake.delta.commit import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
-from tracelake.reader import (
+from tracelake.io.parse import (
     RawFile,
     finish,
     first_bad_utf8,

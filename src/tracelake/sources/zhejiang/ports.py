@@ -37,11 +37,11 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.contract import TableInput, derived
+from tracelake.delta.commit import changed_groups, read_tables
 from tracelake.errors import TracelakeError
-from tracelake.lake import changed_groups, read_tables
-from tracelake.reader import (
+from tracelake.io.parse import (
     COUNT_OK,
     N_FIELDS,
     Checked,

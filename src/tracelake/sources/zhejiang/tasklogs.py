@@ -18,11 +18,11 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.contract import TableInput, derived
+from tracelake.delta.commit import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
-from tracelake.reader import RawFile, finish, union_all, utf8_readable
+from tracelake.io.parse import RawFile, finish, union_all, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 

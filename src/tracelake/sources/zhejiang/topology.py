@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
-from tracelake.contract import TableInput, derived
+from tracelake.api.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.reader import RawFile, parse_lines
+from tracelake.io.parse import RawFile, parse_lines
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.topology import nic_map
 

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from tracelake.exact import exact_mean, exact_sum
+from tracelake.api.exact import exact_mean, exact_sum
 from tracelake.sources.zhejiang.clock import cst_hour
 from tracelake.sources.zhejiang.layout import UPLINK_PORTS
 from tracelake.sources.zhejiang.transforms.hourly import full_port_name

@@ -4,7 +4,7 @@ a Spark column that is true for the rows it rejects, plus the columns GX's summa
 GX names failing rows only through `unexpected_index_list` (result format COMPLETE), which brings
 every failing row id to the driver: an hour of port counters with 10 % bad rows is a million ids
 in Python; and a GX validation costs seconds per suite (its import alone 3 s a process). The
-suites stay the single definition of the rules; the gate (tracelake.quality) evaluates the types
+suites stay the single definition of the rules; the gate (tracelake.quality.gate) evaluates the types
 listed here itself, all of a suite's row rules in one scan, and produces GX's SUMMARY figures
 (tests/kernel/test_rowrules.py compares them with GX's own validation, rule by rule, on samples
 and on every suite of the project). The semantics follow GX 1.x on Spark frames:

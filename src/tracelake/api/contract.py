@@ -15,9 +15,9 @@ from types import ModuleType
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.config import Config
+from tracelake.delta.commit import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.lake import read_tables
-from tracelake.reader import Checked, RawFile
+from tracelake.io.parse import Checked, RawFile
 from tracelake.schema import TableSchema, load_schema
 
 # (spark, files, schema) -> frame with the parser contract (reader.finish): the schema's data

@@ -1,6 +1,6 @@
 """`tracelake report --out DIR`: figures and tables as PNG + one HTML page.
 
-Each source's `report` module and the cross-trace one (found by tracelake.registry) is a
+Each source's `report` module and the cross-trace one (found by tracelake.run.registry) is a
 section with render(engine, config, out_dir: Path) -> Section | None (None when the lake lacks
 its tables). build_report runs them all and writes index.html.
 """
@@ -40,7 +40,7 @@ def build_report(engine, config, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
-    from tracelake.registry import report_modules
+    from tracelake.run.registry import report_modules
 
     for module in report_modules():
         section = module.render(engine, config, out)

@@ -36,7 +36,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _retain_hours(text: str) -> int:
     """--retain-hours checked while parsing: a bad value stops before any engine starts (exit 2)."""
-    from tracelake.maintenance import check_retention
+    from tracelake.delta.maintenance import check_retention
 
     try:
         hours = int(text)
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tracelake", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    from tracelake.registry import generator_names, source_names
+    from tracelake.run.registry import generator_names, source_names
 
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
@@ -203,7 +203,7 @@ def _print_stats(stats) -> None:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from tracelake.pipeline import run_ingest
+    from tracelake.run.pipeline import run_ingest
 
     with _engine(args) as (engine, config), _progress() as progress:
         stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress), hours=args.hours)
@@ -231,8 +231,8 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from tracelake.lake import register_all
-    from tracelake.readonly import check_read_only
+    from tracelake.app.readonly import check_read_only
+    from tracelake.delta.commit import register_all
 
     check_read_only(args.sql)  # before any engine starts
     with _engine(args) as (engine, config):
@@ -263,8 +263,8 @@ def _run_query(spark, sql: str):
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from tracelake.lake import list_lake_tables, register_all
-    from tracelake.maintenance import history
+    from tracelake.delta.commit import list_lake_tables, register_all
+    from tracelake.delta.maintenance import history
 
     with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
@@ -287,7 +287,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from tracelake.config import load_config
-    from tracelake.registry import generate
+    from tracelake.run.registry import generate
 
     reference = load_config().raw_roots.get(args.source)
     written = generate(args.source, args.out, scale=args.scale, seed=args.seed, reference=reference,
@@ -299,8 +299,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tracelake.lake import register_all
-    from tracelake.report import build_report
+    from tracelake.app.report import build_report
+    from tracelake.delta.commit import register_all
 
     with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
@@ -310,7 +310,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tracelake.demo import run_demo
+    from tracelake.app.demo import run_demo
 
     with _engine(args) as (engine, config), _progress() as progress:
         summary = run_demo(engine, config, _step_fn(progress))
@@ -325,9 +325,9 @@ def _tell(message: str) -> None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from tracelake.lake import list_lake_tables
-    from tracelake.lock import lake_write_lock
-    from tracelake.maintenance import active_files, history, optimize, vacuum
+    from tracelake.delta.commit import list_lake_tables
+    from tracelake.delta.lock import lake_write_lock
+    from tracelake.delta.maintenance import active_files, history, optimize, vacuum
 
     with _engine(args, need_lake=True) as (engine, config):
         tables = list_lake_tables(config)

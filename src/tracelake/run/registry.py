@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tracelake import crosstrace, sources
-from tracelake.contract import Derived
+from tracelake.api.contract import Derived
 from tracelake.errors import TracelakeError
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from tracelake.config import Config
 from tracelake.engine import Engine
-from tracelake.ingest import TableStats
-from tracelake.pipeline import Step, run_ingest
-from tracelake.registry import generate
+from tracelake.run.bronze import TableStats
+from tracelake.run.pipeline import Step, run_ingest
+from tracelake.run.registry import generate
 from tracelake.sources.itp import ELASTICFLOW_ARCHIVE, RAW_ARCHIVE
 
 # generated data sizes: small enough for the whole tour to stay well under 3 minutes on 2 cores
@@ -140,7 +140,7 @@ def run_demo(engine: Engine, config: Config, step: Step) -> DemoSummary:
     for source, (raw_dir, _) in plan:
         stats += run_ingest(engine, config, source, str(raw_dir), step)
     report_dir = Path(config.lake_root) / "_report"
-    from tracelake.report import build_report
+    from tracelake.app.report import build_report
 
     with step("report: figures and HTML"):
         report = build_report(engine, config, report_dir)

@@ -25,9 +25,9 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake import staged_commit
 from tracelake.config import Config
-from tracelake.reader import write_staged
+from tracelake.delta import staged_files as staged_commit
+from tracelake.io.parse import write_staged
 from tracelake.schema import LAYERS, TableSchema
 
 _view_counter = 0

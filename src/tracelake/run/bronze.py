@@ -20,11 +20,11 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake import lake
 from tracelake.config import Config
+from tracelake.delta import commit as lake
+from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.quality import GateOutcome, RuleResult, expectation_id, load_suite, run_gate
-from tracelake.reader import (
+from tracelake.io.parse import (
     FLOAT_TYPES,
     PARSE_ERRORS,
     ROW_ID,
@@ -37,9 +37,9 @@ from tracelake.reader import (
     stage,
     unreadable,
 )
-from tracelake.rowrules import rejects
+from tracelake.quality.gate import GateOutcome, RuleResult, expectation_id, load_suite, run_gate
+from tracelake.quality.rowrules import rejects
 from tracelake.schema import TableSchema, load_schema, quarantine_of
-from tracelake.staged_commit import commits_staged
 
 PARSE_EXPECTATION = "tracelake_parse"
 

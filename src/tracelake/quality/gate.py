@@ -3,10 +3,10 @@
 Each expectation's `meta.severity` says what a failure does:
   critical   – the run aborts with nothing committed to the target table;
   quarantine – the failing rows are set aside: found by the rule evaluated as a Spark column
-               (tracelake.rowrules), or for a rule type it does not cover through GX's
+               (tracelake.quality.rowrules), or for a rule type it does not cover through GX's
                unexpected_index_list;
   warning    – recorded in ops.quality_results only.
-The suites are the only place rules live. The types tracelake.rowrules covers (all the project's
+The suites are the only place rules live. The types tracelake.quality.rowrules covers (all the project's
 suites use) are evaluated here, with GX's SUMMARY figures (tests/kernel/test_rowrules.py compares
 them with GX's own validation); GX validates any other type, and is imported only then.
 """
@@ -26,8 +26,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
+from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
-from tracelake.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 
 SEVERITIES = ("critical", "quarantine", "warning")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -253,7 +253,7 @@ def _query_rows(df: DataFrame, ident: str, query: str) -> int:
 def run_gate(
     df: DataFrame, suite: dict[str, Any], row_id_column: str | None, flagged: Mapping[str, str] | None = None,
 ) -> GateOutcome:
-    """Validate `df` against the suite. The rule types tracelake.rowrules covers are evaluated
+    """Validate `df` against the suite. The rule types tracelake.quality.rowrules covers are evaluated
     here (one scan for all row rules, one query per unexpected_rows rule); GX validates any
     other type, and names the rows of such a quarantine rule by `row_id_column`. `flagged` maps
     a quarantine rule's id to a column of `df` that already holds its rejects (computed as the

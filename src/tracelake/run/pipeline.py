@@ -13,14 +13,14 @@ from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
-from tracelake import lake
+from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.config import Config
-from tracelake.contract import Derived, Partitions, TableInput
+from tracelake.delta import commit as lake
+from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
-from tracelake.ingest import Run, TableStats, commit_table, prepare_table, publish_derived
-from tracelake.lock import lake_write_lock
-from tracelake.registry import all_derived, get_source
+from tracelake.run.bronze import Run, TableStats, commit_table, prepare_table, publish_derived
+from tracelake.run.registry import all_derived, get_source
 from tracelake.schema import load_schema
 
 Step = Callable[[str], object]  # progress callback: called with a label, returns a context
