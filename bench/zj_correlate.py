@@ -140,7 +140,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     written to Parquet once: the correlation step alone, without the quality gate."""
     from pyspark.sql import functions as F
 
-    from tracelake.delta.commit import read_tables
+    from tracelake.delta.catalog import read_tables
     from tracelake.sources.zhejiang.correlate import FLOW, LINK, MINUTE, RATES, task_hours
     from tracelake.sources.zhejiang.transforms.correlate import iteration_network, task_network_summary, task_paths
 

@@ -40,9 +40,8 @@ from pyspark.sql import functions as F  # noqa: E402
 
 from tracelake.config import load_config  # noqa: E402
 from tracelake.delta import commit as lake  # noqa: E402
-from tracelake.delta import staged_files as staged_commit  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
-from tracelake.run import bronze as ingest  # noqa: E402
+from tracelake.run import bronze, derived  # noqa: E402
 from tracelake.run.pipeline import run_ingest  # noqa: E402
 from tracelake.sources.zhejiang import ports  # noqa: E402
 from tracelake.sources.zhejiang.ports import TABLE, find_port_files  # noqa: E402
@@ -52,9 +51,9 @@ REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",
            "InPkts": "BIGINT", "InOctets": "BIGINT", "OutPkts": "BIGINT", "OutOctets": "BIGINT",
            "InRatio": "DOUBLE", "OutRatio": "DOUBLE"}
-PHASES = {ingest: ("_materialize", "run_gate", "settle"), ports: ("parse_port_files",),
-          staged_commit: ("commit_staged",),
-          lake: ("merge_by_key", "replace_by_source", "overwrite", "append", "replace_partitions", "stage_partition")}
+# each phase patched where it is called from (the callers import it by name)
+PHASES = {bronze: ("settle", "run_gate", "commit"), derived: ("stage_rows", "run_gate", "commit"),
+          ports: ("parse_port_files",), lake: ("commit_staged",)}
 
 DUCKDB = """
 import duckdb, json, sys, time
@@ -106,8 +105,8 @@ def _instrument(totals: dict[str, list[float]]) -> None:
             @functools.wraps(original)
             def timed(*args, _f=original, _n=name, **kwargs):
                 wall, cpu = time.perf_counter(), time.process_time()
-                label = (f"{_n} {args[3]}" if _n == "_materialize"  # bronze vs silver
-                         else f"{_n} {args[1].full_name}" if _n == "stage_partition" else _n)
+                label = (f"{_n} {args[2].full_name}" if _n == "commit"  # per table
+                         else f"{_n} {args[1].full_name}" if _n == "stage_rows" else _n)
                 try:
                     return _f(*args, **kwargs)
                 finally:

@@ -7,7 +7,7 @@ from helpers import itp_csv, job_id, write_archive
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.delta import commit as lake
+from tracelake.delta.catalog import register_all
 from tracelake.delta.maintenance import history
 from tracelake.errors import QualityGateFailed
 from tracelake.run.pipeline import run_ingest
@@ -118,7 +118,7 @@ def test_critical_failure_commits_nothing_to_the_target(engine, spark, config, t
 
 def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_path):
     run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
-    lake.register_all(spark, config)
+    register_all(spark, config)
     got = spark.sql("SELECT cluster, count(*) AS n FROM bronze.itp_jobs GROUP BY cluster")
     assertDataFrameEqual(got, spark.createDataFrame([("cluster01", 5), ("cluster02", 1)], "cluster string, n long"))
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0

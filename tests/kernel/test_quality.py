@@ -4,7 +4,7 @@ import pytest
 
 from tracelake.errors import TracelakeError
 from tracelake.quality.gate import expectation_id, load_suite, run_gate
-from tracelake.run.bronze import split_by_gate
+from tracelake.quality.split import split_by_gate
 
 pytestmark = pytest.mark.portable
 

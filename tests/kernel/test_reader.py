@@ -4,7 +4,8 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import PARSE_ERRORS, RawFile, check_header, parse_lines, read_raw_lines
+from tracelake.io.parse import PARSE_ERRORS, parse_lines
+from tracelake.io.text import RawFile, check_header, read_raw_lines
 from tracelake.schema import load_schema
 
 pytestmark = pytest.mark.portable

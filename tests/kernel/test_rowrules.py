@@ -126,7 +126,7 @@ def demo_lake(engine, tmp_path_factory):
 def test_every_project_suite_reports_what_gx_reports(spark, demo_lake, tmp_path):
     """The project's own suites on the demo lake's tables (up to 5,000 rows each, staged so both
     read the same rows): the gate's outcomes equal GX's, rule by rule."""
-    from tracelake.delta.commit import list_lake_tables
+    from tracelake.delta.catalog import list_lake_tables
     from tracelake.quality.gate import load_suite, run_gate
 
     compared = 0

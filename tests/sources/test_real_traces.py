@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tracelake.delta import commit as lake
+from tracelake.delta.catalog import register_all
 from tracelake.run.pipeline import run_ingest
 from tracelake.run.registry import generate
 
@@ -25,7 +25,7 @@ def itp_lake(engine, tmp_path_factory):
         second = run_ingest(engine, config, "itp", str(raw))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    lake.register_all(engine.spark, config)
+    register_all(engine.spark, config)
     return config, first, second
 
 
@@ -88,7 +88,7 @@ def zeus_lake(engine, tmp_path_factory):
     generate("zeus", raw, scale=0.02, seed=7)  # the non-public Alibaba groups
     config = make_config(tmp_path_factory.mktemp("zeus") / "lake")
     stats = run_ingest(engine, config, "zeus", str(raw))
-    lake.register_all(engine.spark, config)
+    register_all(engine.spark, config)
     return config, stats, raw
 
 

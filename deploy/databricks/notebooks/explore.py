@@ -21,7 +21,7 @@ task_id = dbutils.widgets.get("task_id").strip()
 import matplotlib.pyplot as plt
 
 from tracelake.config import load_config
-from tracelake.delta.commit import register_all
+from tracelake.delta.catalog import register_all
 from tracelake.engine import start_engine
 
 config = load_config(profile=profile, overrides={"lake_root": lake})

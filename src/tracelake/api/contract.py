@@ -15,9 +15,10 @@ from types import ModuleType
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.config import Config
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import Checked, RawFile
+from tracelake.io.staging import Checked
+from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema, load_schema
 
 # (spark, files, schema) -> frame with the parser contract (reader.finish): the schema's data

@@ -232,7 +232,7 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -
 
 def cmd_query(args: argparse.Namespace) -> int:
     from tracelake.app.readonly import check_read_only
-    from tracelake.delta.commit import register_all
+    from tracelake.delta.catalog import register_all
 
     check_read_only(args.sql)  # before any engine starts
     with _engine(args) as (engine, config):
@@ -263,7 +263,7 @@ def _run_query(spark, sql: str):
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from tracelake.delta.commit import list_lake_tables, register_all
+    from tracelake.delta.catalog import list_lake_tables, register_all
     from tracelake.delta.maintenance import history
 
     with _engine(args, need_lake=True) as (engine, config):
@@ -300,7 +300,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tracelake.app.report import build_report
-    from tracelake.delta.commit import register_all
+    from tracelake.delta.catalog import register_all
 
     with _engine(args, need_lake=True) as (engine, config):
         register_all(engine.spark, config)
@@ -325,7 +325,7 @@ def _tell(message: str) -> None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
-    from tracelake.delta.commit import list_lake_tables
+    from tracelake.delta.catalog import list_lake_tables
     from tracelake.delta.lock import lake_write_lock
     from tracelake.delta.maintenance import active_files, history, optimize, vacuum
 

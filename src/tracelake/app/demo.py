@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tracelake.config import Config
 from tracelake.engine import Engine
-from tracelake.run.bronze import TableStats
+from tracelake.run.context import TableStats
 from tracelake.run.pipeline import Step, run_ingest
 from tracelake.run.registry import generate
 from tracelake.sources.itp import ELASTICFLOW_ARCHIVE, RAW_ARCHIVE

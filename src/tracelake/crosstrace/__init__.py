@@ -10,7 +10,7 @@ from tracelake.api.contract import Derived, derived
 from tracelake.config import Config
 from tracelake.crosstrace import characterize
 from tracelake.crosstrace.unify import unify_jobs
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 
 JOB_SOURCES = ("bronze.acme_jobs", "bronze.itp_jobs", "bronze.elasticflow_jobs")
 

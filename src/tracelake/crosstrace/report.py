@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracelake.app.report import Section
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 
 TABLES = ("gold.jobs_characterization", "gold.jobs_duration_comparison",
           "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf")

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from tracelake.io.parse import union_all
+from tracelake.io.frames import union_all
 
 COLUMNS = (
     ("trace", "string"), ("cluster", "string"), ("job_id", "string"),

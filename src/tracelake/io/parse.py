@@ -9,19 +9,15 @@ instead of failing the job. The formats we ingest are unquoted, which makes a pl
 
 from __future__ import annotations
 
-import codecs
-import gzip
 import re
-import zlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import reduce
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
+from tracelake.io.text import RawFile, check_header, read_raw_lines
 from tracelake.schema import Column as ColumnSpec
 from tracelake.schema import TableSchema
 
@@ -35,160 +31,6 @@ EPOCH_MS_KIND = "epoch time in whole milliseconds of the years 2000-2099"
 # 2000-01-01 .. 2099-12-31: a trace's clock, not any instant a timestamp can hold; so a time in
 # seconds (1716480254 is 1970-01-20 as milliseconds) is refused instead of stored 54 years early
 EPOCH_MS_MIN, EPOCH_MS_MAX = 946_684_800_000, 4_102_444_799_999
-
-
-@dataclass(frozen=True)
-class RawFile:
-    """A file to ingest: where Spark reads it, its lineage name, and columns its name implies.
-    `aliases`: the lineage names the same file has in another place or form the source accepts
-    (`job_trace/trace_seren.csv` for `trace_seren.csv`, `.csv.xz` for `.csv`): rows stored under
-    them are this file's, so moving or recompressing a file replaces its rows instead of
-    leaving them stored under the old name."""
-
-    path: str
-    name: str
-    constants: dict[str, str | None] = field(default_factory=dict)
-    aliases: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A fast parse that is trusted only once its stored rows pass a check (e.g. a CSV read that
-    may skip a line): ingest stages `frame`, keeps it when `holds(staged)` is true, and otherwise,
-    or when staging it fails, parses again with `fallback()` (exact, slower)."""
-
-    frame: DataFrame
-    holds: Callable[[DataFrame], bool]
-    fallback: Callable[[], DataFrame]
-
-
-def settle(
-    parsed: DataFrame | Checked, path: str | Path, project: Callable[[DataFrame], DataFrame] = lambda f: f,
-) -> tuple[DataFrame, bool]:
-    """(the staged rows of `project(parse)`, whether a Checked fast parse held). Staging and the
-    check read the same stored rows, so the fast parse costs one pass when it holds."""
-    if not isinstance(parsed, Checked):
-        return stage(project(parsed), path), False
-    try:
-        staged = stage(project(parsed.frame), path)
-    except Exception:  # noqa: BLE001 - a fast read that cannot finish is parsed again exactly
-        staged = None
-    if staged is not None and parsed.holds(staged):
-        return staged, True
-    return stage(project(parsed.fallback()), path), False
-
-
-def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:
-    """(offset, value) of the first byte of `path` that is not UTF-8, or None when it all
-    decodes; read a chunk at a time (`opener`: e.g. gzip.open for a compressed file)."""
-    decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
-    try:
-        with opener(path, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                decode(chunk)
-                offset += len(chunk)
-            decode(b"", final=True)
-    except UnicodeDecodeError as exc:
-        return offset + exc.start, exc.object[exc.start]
-    return None
-
-
-def transcode_to_utf8(path: str | Path, target: Path, encoding: str, errors: str = "strict") -> None:
-    """`path` decoded as `encoding`, written to `target` as UTF-8, a chunk at a time."""
-    decoder = codecs.getincrementaldecoder(encoding)(errors)
-    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as dst:
-        while chunk := src.read(1 << 22):
-            dst.write(decoder.decode(chunk))
-        dst.write(decoder.decode(b"", final=True))
-
-
-def utf8_readable(raw: RawFile, staging: Path) -> RawFile:
-    """The file itself when it is UTF-8; else a staged copy whose undecodable bytes are written
-    as `\\xNN` escapes, so the engine can read it (Sail fails the whole read on one bad byte)
-    and the lines holding them stay visible in quarantine instead of failing the run."""
-    if first_bad_utf8(raw.path) is None:
-        return raw
-    staging.mkdir(parents=True, exist_ok=True)
-    copy = staging / f"utf8-{abs(hash(raw.name)):x}-{Path(raw.path).name}"
-    transcode_to_utf8(raw.path, copy, "utf-8", "backslashreplace")
-    return RawFile(str(copy), raw.name, raw.constants)
-
-
-def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
-    """After the engine failed to read `files`: the first one that is not UTF-8 text or whose
-    gzip stream is cut short or corrupt, as a user-facing error naming it; None when every file
-    reads. check_header decodes only the start of a file and the engine's own error names no
-    file, so this reads each file whole: it runs on the error path only."""
-    for raw in files:
-        try:
-            bad = first_bad_utf8(raw.path, gzip.open if raw.path.endswith(".gz") else open)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            return TracelakeError(f"{raw.name}: truncated or corrupt gzip file ({exc or type(exc).__name__})")
-        if bad is not None:
-            return TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{bad[1]:02x} near offset {bad[0]})")
-    return None
-
-
-def check_header(raw: RawFile, schema: TableSchema) -> None:
-    """The first line must be the documented header; anything else is a different format."""
-    expected = schema.delimiter.join(schema.raw_header)
-    try:
-        with open(raw.path, encoding="utf-8", newline="") as fh:
-            first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
-    if first != expected:
-        raise TracelakeError(
-            f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
-            f"documented header '{expected}'"
-        )
-
-
-def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """All data lines of the files (headers dropped) with source_file and the name constants."""
-    if not files:
-        raise TracelakeError(f"no input files for {schema.full_name}")
-    header = schema.delimiter.join(schema.raw_header)
-    constant_names = sorted({k for f in files for k in f.constants})
-    frames = []
-    for raw in files:
-        line = F.regexp_replace(F.col("value"), "^\ufeff|\r$", "")  # a BOM would hide the header
-        cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
-        cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
-        # lineSep "\n": with the default, Sail yields an empty extra line when a split falls
-        # between "\r" and "\n" of a CRLF file (measured); "\r" is stripped above instead.
-        frames.append(spark.read.option("lineSep", "\n").text(str(raw.path)).select(*cols))
-    return union_all(frames).filter(F.col("raw_line") != F.lit(header))
-
-
-STAGING_CODEC = "snappy"
-
-
-def write_staged(df: DataFrame, path: str | Path, mode: str = "overwrite") -> None:
-    """Write scratch Parquet that the run reads back once or twice and then deletes. Snappy, not
-    Sail's default zstd: measured on a full hour (11.3 M rows), 2.5 s against 3.2 s a write, and
-    an ingest stages its rows several times."""
-    df.write.mode(mode).option("compression", STAGING_CODEC).parquet(str(path))
-
-
-def stage(df: DataFrame, path: str | Path) -> DataFrame:
-    """Write `df` to Parquet at `path` and read it back, so later queries read stored rows. With
-    zero rows Sail writes no file and the read-back has no columns: the schema is kept then."""
-    write_staged(df, path)
-    stored = df.sparkSession.read.parquet(str(path))
-    if stored.columns != df.columns:
-        return df.sparkSession.createDataFrame([], df.schema)
-    return stored
-
-
-def union_all(frames: list[DataFrame]) -> DataFrame:
-    """Union as a balanced tree: a left-deep chain of ~350 unions crashes the Sail server."""
-    while len(frames) > 1:
-        frames = [
-            frames[i].unionByName(frames[i + 1]) if i + 1 < len(frames) else frames[i]
-            for i in range(0, len(frames), 2)
-        ]
-    return frames[0]
 
 
 # ---------------------------------------------------------------- splitting
@@ -381,3 +223,9 @@ def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
     cast to its declared type, an empty value in a non-nullable column (see typed_field).
     """
     return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema)
+
+def parse_delimited(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """The default parser: delimited text files with the schema's fixed raw header."""
+    for raw in files:
+        check_header(raw, schema)
+    return parse_lines(read_raw_lines(spark, files, schema), schema)

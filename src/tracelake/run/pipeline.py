@@ -10,20 +10,19 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 
 from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.config import Config
-from tracelake.delta import commit as lake
+from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
-from tracelake.run.bronze import Run, TableStats, commit_table, prepare_table, publish_derived
+from tracelake.run.batches import add_changes, changes_of, hour_batches, merged_stats, split_per_hour
+from tracelake.run.bronze import commit_table, prepare_table
+from tracelake.run.context import Run, Step, TableStats
+from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, get_source
-from tracelake.schema import load_schema
-
-Step = Callable[[str], object]  # progress callback: called with a label, returns a context
 
 
 def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
@@ -61,102 +60,12 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     return stale
 
 
-def _changed(stats: list[TableStats]) -> dict[str, Partitions | None]:
-    return {s.table: s.partitions for s in stats}
-
-
-def rebuild_derived(
-    engine: Engine, config: Config, run: Run, derived: list[Derived],
-    changed: dict[str, Partitions | None], step: Step,
-) -> list[TableStats]:
-    """Rebuild each derived table one of whose inputs changed in this run, in list order
-    (registry.all_derived puts every table after the tables it reads). `changed` maps a table
-    to the partitions that changed (None: the whole table); a table with a partial rebuild
-    recomputes only what those partitions affect."""
-    stats: list[TableStats] = []
-    for item in derived:
-        inputs = {t: changed[t] for t in item.inputs if t in changed}
-        if not inputs:
-            continue
-        with step(f"{item.table}: rebuilding"):
-            if item.rebuild is not None and all(p is not None for p in inputs.values()):
-                result = item.rebuild(engine.spark, config, inputs, run.staging)
-                if result is None:
-                    continue
-                frame, partitions = result
-            else:
-                frame, partitions = item.build(engine.spark, config), None
-                if frame is None:
-                    continue
-            stat = publish_derived(engine.spark, config, run, item.table, frame, partitions)
-            stats.append(stat)
-            changed[item.table] = stat.partitions
-    return stats
-
-
 def _plan(module, source: str, raw_dir: Path, staging: Path, hours: str | None):
     if hours is None:
         return module.plan(raw_dir, staging)
     if "hours" not in inspect.signature(module.plan).parameters:
         raise TracelakeError(f"--hours applies to sources with hour folders (zhejiang), not '{source}'")
     return module.plan(raw_dir, staging, hours=hours)
-
-
-HOUR = "hour_cst"  # the constant a file of an hour folder carries (Zhejiang traffic)
-
-
-def hour_batches(inputs: list[TableInput]) -> list[tuple[str | None, list[TableInput]]]:
-    """A run's inputs in the order they are ingested: one batch per hour folder, in hour order,
-    the files that belong to no hour (workbook, task logs) with the first. A backfill of a day
-    then parses, gates and writes one hour at a time, so its memory is an hour's, not the
-    range's (a write of many hour partitions sorts all their rows first, engine-notes.md)."""
-    hours = sorted({f.constants[HOUR] for item in inputs for f in item.files if HOUR in f.constants})
-    if len(hours) <= 1:
-        return [(None, inputs)]
-    batches = []
-    for i, hour in enumerate(hours):
-        wanted = {hour, None} if i == 0 else {hour}
-        batches.append((hour, [replace(item, files=files) for item in inputs
-                               if (files := [f for f in item.files if f.constants.get(HOUR) in wanted])]))
-    return batches
-
-
-def split_per_hour(derived: list[Derived]) -> tuple[list[Derived], list[Derived]]:
-    """(the derived tables rebuilt after each hour: partitioned by hour and reading no table of
-    the other kind; the rest, rebuilt once after the last hour from everything that changed)."""
-    per_hour, once = [], []
-    for item in derived:
-        hourly = HOUR in load_schema(item.table).partition_by
-        if hourly and not {d.table for d in once} & set(item.inputs):
-            per_hour.append(item)
-        else:
-            once.append(item)
-    return per_hour, once
-
-
-def _joined(a: Partitions | None, b: Partitions | None) -> Partitions | None:
-    """The partitions two changes touched together; None (the whole table) wins."""
-    return None if a is None or b is None else tuple(sorted({*a, *b}))
-
-
-def _add_changes(total: dict[str, Partitions | None], changed: dict[str, Partitions | None]) -> None:
-    for table, partitions in changed.items():
-        total[table] = _joined(total[table], partitions) if table in total else partitions
-
-
-def merged_stats(stats: list[TableStats]) -> list[TableStats]:
-    """One line per table for a run of several hours: counts added, partitions joined."""
-    by_table: dict[str, TableStats] = {}
-    for s in stats:
-        if (seen := by_table.get(s.table)) is None:
-            by_table[s.table] = s
-            continue
-        by_table[s.table] = TableStats(
-            s.table, seen.rows_read + s.rows_read, seen.rows_kept + s.rows_kept,
-            seen.rows_quarantined + s.rows_quarantined, tuple(dict.fromkeys([*seen.warnings, *s.warnings])),
-            tuple(dict.fromkeys([*seen.critical_failures, *s.critical_failures])),
-            _joined(seen.partitions, s.partitions))
-    return list(by_table.values())
 
 
 def _ingest_batch(
@@ -173,7 +82,7 @@ def _ingest_batch(
     for table in prepared:
         with step(f"{table.table}: writing{hour}"):
             committed.append(commit_table(engine.spark, config, run, table))
-    changed = _changed(committed)
+    changed = changes_of(committed)
     return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
 
 
@@ -223,10 +132,10 @@ def run_ingest(
                     done = [h for h, _ in batches[:number]]
                     raise _stopped_at(hour_folder, done, exc, lambda: rebuild_derived(
                         engine, config, run, once, changed, step)) from exc
-                _add_changes(changed, _changed(committed))
+                add_changes(changed, changes_of(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)
         finally:
             run.cleanup()
-    lake.register_all(engine.spark, config)
+    register_all(engine.spark, config)
     return merged_stats(stats)

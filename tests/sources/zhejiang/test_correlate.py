@@ -20,7 +20,7 @@ from conftest import make_config, shared
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 from tracelake.run.pipeline import run_ingest
 from tracelake.run.registry import generate
 from tracelake.schema import load_schema

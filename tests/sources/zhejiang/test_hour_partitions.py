@@ -19,7 +19,8 @@ from tracelake.delta import commit as lake
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
 from tracelake.run import pipeline
-from tracelake.run.bronze import Run, publish_derived
+from tracelake.run.context import Run
+from tracelake.run.derived import publish_derived
 from tracelake.run.pipeline import run_ingest
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.clock import shift_hour

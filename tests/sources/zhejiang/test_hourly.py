@@ -12,8 +12,9 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
-from tracelake.run.bronze import Run, ingest_table
-from tracelake.run.pipeline import rebuild_derived
+from tracelake.run.bronze import ingest_table
+from tracelake.run.context import Run
+from tracelake.run.derived import rebuild_derived
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import hourly
 from tracelake.sources.zhejiang.clock import cst_hour, cst_to_utc, format_cst

@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from tracelake.delta.maintenance import history
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.io.parse import settle
+from tracelake.io.staging import settle
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile
+from tracelake.io.text import RawFile
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources import zhejiang as zhejiang_source

@@ -15,7 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile, check_header, parse_lines, read_raw_lines, union_all
+from tracelake.io.frames import union_all
+from tracelake.io.parse import parse_lines
+from tracelake.io.text import RawFile, check_header, read_raw_lines
 from tracelake.schema import TableSchema
 
 TABLE = "bronze.acme_jobs"

@@ -55,7 +55,9 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile, stage, union_all, write_staged
+from tracelake.io.frames import union_all
+from tracelake.io.staging import stage, write_staged
+from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,

@@ -12,7 +12,7 @@ from pathlib import Path
 from tracelake.api.contract import Derived, TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.archives import extract_members
-from tracelake.io.parse import RawFile
+from tracelake.io.text import RawFile
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tracelake.api.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile
+from tracelake.io.text import RawFile
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"

@@ -25,19 +25,11 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import (
-    RawFile,
-    finish,
-    first_bad_utf8,
-    raw_field,
-    raw_values_json,
-    split_fields,
-    transcode_to_utf8,
-    typed_columns,
-    union_all,
-)
+from tracelake.io.frames import union_all
+from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
+from tracelake.io.text import RawFile, first_bad_utf8, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders

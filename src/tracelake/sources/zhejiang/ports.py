@@ -39,19 +39,13 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.delta.commit import changed_groups, read_tables
+from tracelake.delta.catalog import read_tables
+from tracelake.delta.fingerprint import changed_groups
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import (
-    COUNT_OK,
-    N_FIELDS,
-    Checked,
-    RawFile,
-    check_header,
-    raw_field,
-    split_fields,
-    type_fields,
-    union_all,
-)
+from tracelake.io.frames import union_all
+from tracelake.io.parse import COUNT_OK, N_FIELDS, raw_field, split_fields, type_fields
+from tracelake.io.staging import Checked
+from tracelake.io.text import RawFile, check_header
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders

@@ -18,7 +18,7 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from tracelake.app.report import Section
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 from tracelake.sources.zhejiang.transforms.correlate import overlap_join
 
 MAX_TASKS = 6

@@ -20,9 +20,11 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
 from tracelake.config import Config
-from tracelake.delta.commit import read_tables
+from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile, finish, union_all, utf8_readable
+from tracelake.io.frames import union_all
+from tracelake.io.parse import finish
+from tracelake.io.text import RawFile, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 

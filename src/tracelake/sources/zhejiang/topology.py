@@ -15,7 +15,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import TableInput, derived
 from tracelake.errors import TracelakeError
-from tracelake.io.parse import RawFile, parse_lines
+from tracelake.io.parse import parse_lines
+from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.topology import nic_map
 

@@ -1,0 +1,134 @@
+"""Where the lake's tables are and how a session sees them: paths, existence, reads, registration
+as `layer.table`, and conforming a frame to a table's schema."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.config import Config
+from tracelake.schema import LAYERS, TableSchema
+
+# (session, table name) -> location registered in that session's catalog
+_registered: dict[tuple[int, str], str] = {}
+
+
+def sql_str(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def quote_name(name: str) -> str:
+    return f"`{name}`"
+
+
+def table_exists(spark: SparkSession, path: str) -> bool:
+    if "://" not in path:
+        return (Path(path) / "_delta_log").is_dir()
+    try:
+        spark.read.format("delta").load(path).schema  # noqa: B018 - touching it is the check
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def read_tables(spark: SparkSession, config: Config, *names: str) -> list[DataFrame | None]:
+    """Lake tables by `layer.table`, None for each that does not exist yet."""
+    frames: list[DataFrame | None] = []
+    for name in names:
+        path = config.table_path(*name.split(".", 1))
+        frames.append(spark.read.format("delta").load(path) if table_exists(spark, path) else None)
+    return frames
+
+
+def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
+    """Make `layer.table` resolve to the Delta path in this session's catalog."""
+    name, path = config.table_name(layer, table), config.table_path(layer, table)
+    key = (id(spark), name)
+    if _registered.get(key) == path:
+        return
+    database = f"{config.catalog}.{layer}" if config.catalog else layer
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    if key in _registered:  # another lake in the same session: re-point (external: data stays)
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_str(path)}")
+    _registered[key] = path
+
+
+def list_lake_tables(config: Config) -> list[tuple[str, str]]:
+    """(layer, table) for every Delta table under a local lake root."""
+    root = Path(config.lake_root)
+    found = []
+    for layer in LAYERS:
+        layer_dir = root / layer
+        if layer_dir.is_dir():
+            for child in sorted(layer_dir.iterdir()):
+                log = child / "_delta_log"
+                if not log.is_dir():
+                    continue
+                if not any(log.glob("*.json")) and not any(log.glob("*.checkpoint.parquet")):
+                    # a killed first write or a copy gone wrong: skip it, so it breaks no other table
+                    print(f"tracelake: warning: {layer}.{child.name} is not a table ({log} holds no commit); "
+                          "re-ingest its source or remove the folder", file=sys.stderr)
+                    continue
+                found.append((layer, child.name))
+    return found
+
+
+def register_all(spark: SparkSession, config: Config) -> list[str]:
+    names = []
+    for layer, table in list_lake_tables(config):
+        register(spark, config, layer, table)
+        names.append(config.table_name(layer, table))
+    return names
+
+
+def conform(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """Exactly the schema's columns, in order, with the declared types and nullability.
+
+    The union with an empty frame of the declared schema is what makes a nullable column stay
+    nullable on Sail (casts and DataFrame.to are folded back to NOT NULL when the data has no
+    nulls, and the first write would freeze that into the Delta schema)."""
+    typed = df.select(*[F.col(c.name).cast(c.spark_type).alias(c.name) for c in schema.columns])
+    return df.sparkSession.createDataFrame([], schema.spark_schema()).unionByName(typed)
+
+
+def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> str:
+    path = config.table_path(schema.layer, schema.table)
+    if not table_exists(spark, path):
+        empty = spark.createDataFrame([], schema.spark_schema())
+        writer = empty.write.format("delta").mode("overwrite")
+        if schema.partition_by:
+            writer = writer.partitionBy(*schema.partition_by)
+        writer.save(path)
+    register(spark, config, schema.layer, schema.table)
+    return path
+
+
+def is_empty(spark: SparkSession, path: str) -> bool:
+    return not spark.read.format("delta").load(path).limit(1).collect()
+
+
+def partition_predicate(schema: TableSchema, partitions: list[tuple]) -> str:
+    """SQL for `these partitions` of the table: (c1 = v1 AND c2 = v2) OR …"""
+    terms = []
+    for values in partitions:
+        parts = [f"{quote_name(c)} IS NULL" if v is None else f"{quote_name(c)} = {sql_str(str(v))}"
+                 for c, v in zip(schema.partition_by, values)]
+        terms.append("(" + " AND ".join(parts) + ")")
+    return " OR ".join(terms) if terms else "false"
+
+def keys_stored_elsewhere(
+    spark: SparkSession, config: Config, schema: TableSchema, source_files: list[str]
+) -> DataFrame | None:
+    """The table's keys that came from files other than `source_files`, with that file as
+    `_stored_file` (one per key); None when the table is not there yet."""
+    path = config.table_path(schema.layer, schema.table)
+    if not schema.keys or not table_exists(spark, path):
+        return None
+    stored = spark.read.format("delta").load(path)
+    if source_files:
+        stored = stored.filter(~F.col("source_file").isin(source_files))
+    return stored.select(*schema.keys, F.col("source_file").alias("_stored_file")).dropDuplicates(list(schema.keys))

@@ -1,0 +1,115 @@
+"""Raw files as text: the file a run reads (RawFile), its encoding checks, and the one reader of
+its data lines that every parser uses."""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.errors import TracelakeError
+from tracelake.io.frames import union_all
+from tracelake.schema import TableSchema
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A file to ingest: where Spark reads it, its lineage name, and columns its name implies.
+    `aliases`: the lineage names the same file has in another place or form the source accepts
+    (`job_trace/trace_seren.csv` for `trace_seren.csv`, `.csv.xz` for `.csv`): rows stored under
+    them are this file's, so moving or recompressing a file replaces its rows instead of
+    leaving them stored under the old name."""
+
+    path: str
+    name: str
+    constants: dict[str, str | None] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+
+
+def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:
+    """(offset, value) of the first byte of `path` that is not UTF-8, or None when it all
+    decodes; read a chunk at a time (`opener`: e.g. gzip.open for a compressed file)."""
+    decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
+    try:
+        with opener(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                decode(chunk)
+                offset += len(chunk)
+            decode(b"", final=True)
+    except UnicodeDecodeError as exc:
+        return offset + exc.start, exc.object[exc.start]
+    return None
+
+
+def transcode_to_utf8(path: str | Path, target: Path, encoding: str, errors: str = "strict") -> None:
+    """`path` decoded as `encoding`, written to `target` as UTF-8, a chunk at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors)
+    with open(path, "rb") as src, open(target, "w", encoding="utf-8", newline="") as dst:
+        while chunk := src.read(1 << 22):
+            dst.write(decoder.decode(chunk))
+        dst.write(decoder.decode(b"", final=True))
+
+
+def utf8_readable(raw: RawFile, staging: Path) -> RawFile:
+    """The file itself when it is UTF-8; else a staged copy whose undecodable bytes are written
+    as `\\xNN` escapes, so the engine can read it (Sail fails the whole read on one bad byte)
+    and the lines holding them stay visible in quarantine instead of failing the run."""
+    if first_bad_utf8(raw.path) is None:
+        return raw
+    staging.mkdir(parents=True, exist_ok=True)
+    copy = staging / f"utf8-{abs(hash(raw.name)):x}-{Path(raw.path).name}"
+    transcode_to_utf8(raw.path, copy, "utf-8", "backslashreplace")
+    return RawFile(str(copy), raw.name, raw.constants)
+
+
+def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
+    """After the engine failed to read `files`: the first one that is not UTF-8 text or whose
+    gzip stream is cut short or corrupt, as a user-facing error naming it; None when every file
+    reads. check_header decodes only the start of a file and the engine's own error names no
+    file, so this reads each file whole: it runs on the error path only."""
+    for raw in files:
+        try:
+            bad = first_bad_utf8(raw.path, gzip.open if raw.path.endswith(".gz") else open)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            return TracelakeError(f"{raw.name}: truncated or corrupt gzip file ({exc or type(exc).__name__})")
+        if bad is not None:
+            return TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{bad[1]:02x} near offset {bad[0]})")
+    return None
+
+
+def check_header(raw: RawFile, schema: TableSchema) -> None:
+    """The first line must be the documented header; anything else is a different format."""
+    expected = schema.delimiter.join(schema.raw_header)
+    try:
+        with open(raw.path, encoding="utf-8", newline="") as fh:
+            first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    if first != expected:
+        raise TracelakeError(
+            f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
+            f"documented header '{expected}'"
+        )
+
+
+def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """All data lines of the files (headers dropped) with source_file and the name constants."""
+    if not files:
+        raise TracelakeError(f"no input files for {schema.full_name}")
+    header = schema.delimiter.join(schema.raw_header)
+    constant_names = sorted({k for f in files for k in f.constants})
+    frames = []
+    for raw in files:
+        line = F.regexp_replace(F.col("value"), "^\ufeff|\r$", "")  # a BOM would hide the header
+        cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
+        cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
+        # lineSep "\n": with the default, Sail yields an empty extra line when a split falls
+        # between "\r" and "\n" of a CRLF file (measured); "\r" is stripped above instead.
+        frames.append(spark.read.option("lineSep", "\n").text(str(raw.path)).select(*cols))
+    return union_all(frames).filter(F.col("raw_line") != F.lit(header))

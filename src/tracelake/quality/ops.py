@@ -1,0 +1,53 @@
+"""The rows ops.quality_results receives, and the lines a run prints for warnings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+
+from tracelake.quality.gate import RuleResult
+from tracelake.schema import load_schema
+
+PARSE_EXPECTATION = "tracelake_parse"
+
+
+def quality_rows(
+    spark: SparkSession, run_id: str, started: datetime, table: str, results: list[RuleResult]
+) -> DataFrame:
+    """One row per rule result, as ops.quality_results stores them."""
+    schema = load_schema("ops.quality_results")
+    rows = [
+        (run_id, started, table, r.expectation_id, r.expectation, r.kwargs_json,
+         r.severity, r.success, r.element_count, r.unexpected_count, r.unexpected_percent,
+         r.observed_value)
+        for r in results
+    ]
+    return spark.createDataFrame(rows, schema.spark_schema())
+
+
+def parse_result(rows_read: int, parse_failed: int) -> RuleResult:
+    return RuleResult(
+        expectation_id=PARSE_EXPECTATION,
+        expectation=PARSE_EXPECTATION,
+        kwargs_json="{}",
+        severity="quarantine",
+        success=parse_failed == 0,
+        element_count=rows_read,
+        unexpected_count=parse_failed,
+        unexpected_percent=(100.0 * parse_failed / rows_read) if rows_read else None,
+        observed_value=None,
+    )
+
+
+def warning_lines(results: list[RuleResult]) -> tuple[str, ...]:
+    """One line per warning rule that saw anything unexpected (rate, never a drop)."""
+    lines = []
+    for r in results:
+        if r.severity != "warning" or (r.success and not r.unexpected_count):
+            continue
+        if r.unexpected_count is not None and r.unexpected_percent is not None:
+            lines.append(f"{r.expectation_id}: {r.unexpected_count} rows ({r.unexpected_percent:.2f}%)")
+        else:
+            lines.append(f"{r.expectation_id}: observed {r.observed_value}")
+    return tuple(lines)

@@ -1,0 +1,83 @@
+"""A table's rows split into kept and set aside: quarantine rules as flag columns staged with the
+parse, and the reasons each set-aside row carries."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.io.parse import FLOAT_TYPES, PARSE_ERRORS, ROW_ID
+from tracelake.quality.gate import GateOutcome
+from tracelake.quality.rowrules import rejects
+from tracelake.schema import TableSchema
+
+
+def split_by_gate(
+    spark: SparkSession, good: DataFrame, gate: GateOutcome
+) -> tuple[DataFrame, DataFrame]:
+    """(kept, set aside with reasons): rows a quarantine rule rejects, by its column (no row id
+    reaches the driver) or, for the rule types GX alone evaluates, by the ids it named."""
+    if not gate.sets_rows_aside:  # the common case: no join, no extra scan
+        return good, good.limit(0).withColumn("reasons", F.array().cast("array<string>"))
+    parts = [F.when(column, F.lit(ident)) for ident, column in gate.rejected_by.items()]
+    reasons = F.array_compact(F.array(*parts)) if parts else F.array().cast("array<string>")
+    tagged = good.select("*", reasons.alias("reasons"))
+    if gate.quarantined:
+        named = spark.createDataFrame(
+            [(rid, sorted(set(ids))) for rid, ids in gate.quarantined.items()],
+            f"{ROW_ID} string, _named array<string>",
+        )
+        tagged = tagged.join(named, ROW_ID, "left").select(
+            *good.columns, F.concat(F.col("reasons"), F.coalesce(F.col("_named"), F.array().cast("array<string>")))
+            .alias("reasons"))
+    tagged = tagged.select(*good.columns, F.array_sort(F.array_distinct(F.col("reasons"))).alias("reasons"))
+    set_aside = F.size(F.col("reasons")) > 0
+    return tagged.filter(~set_aside).select(*good.columns), tagged.filter(set_aside)
+
+
+def row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
+    """({flag column: expectation} for the quarantine rules evaluated as columns, whether any
+    other quarantine rule needs GX and so the rows' ids)."""
+    flags, by_gx = {}, False
+    for exp in suite.get("expectations", []):
+        if exp["meta"]["severity"] != "quarantine":
+            continue
+        if rejects(exp) is None:
+            by_gx = True
+        else:
+            flags[f"_q{len(flags)}"] = exp
+    return flags, by_gx
+
+
+def _failed_values(schema: TableSchema, failed: Column) -> list[Column]:
+    """The typed columns as staged: a float is null in a row that failed to parse. Such a row
+    can hold NaN or ±Infinity there (the value its problem names), and a filter does not keep a
+    value from the expressions above it: Sail evaluates a rule's condition on the rows the filter
+    drops too (measured: the NaN of a quarantined row failed the gate's cast in an
+    unexpected_rows query, docs/engine-notes.md). Every other typed value of a failed row is
+    null or a valid value of its type."""
+    return [F.when(~failed, F.col(c.name)).alias(c.name)
+            if c.type in FLOAT_TYPES and c.name not in schema.partition_by else F.col(c.name)
+            for c in schema.data_columns]
+
+
+def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], row_ids: bool) -> DataFrame:
+    """What is staged of a parse, in the pass that stores it: the typed columns (a failed row's
+    floats null, see _failed_values), each quarantine rule's rejects as a flag column (evaluated
+    on those values, for the rows that parsed), and the raw line and values only for rows that
+    failed or were flagged (building them for every row costs more than the parse; a rule GX
+    evaluates needs them all, and the row ids)."""
+    failed = F.size(F.col(PARSE_ERRORS)) > 0
+    flag_cols = [F.coalesce(rejects(exp, domain=~failed), F.lit(False)).alias(name) for name, exp in flags.items()]
+    bad = failed
+    for name in flags:
+        bad = bad | F.col(name)
+    keep_raw = F.lit(True) if row_ids else bad
+    data = [c.name for c in schema.data_columns]
+    ids = [ROW_ID] if row_ids else []
+    values = parsed.select(*_failed_values(schema, failed), "source_file", "raw_line", "raw_values_json", *ids,
+                           PARSE_ERRORS)
+    flagged = values.select("*", *flag_cols)
+    return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
+                          F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
+                          *ids, PARSE_ERRORS, *flags)

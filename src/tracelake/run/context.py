@@ -1,0 +1,66 @@
+"""One run's identity, the figures it reports per table, and its record of rule results in
+ops.quality_results."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from tracelake.config import Config
+from tracelake.delta.commit import Append, commit
+from tracelake.errors import TracelakeError
+from tracelake.quality.gate import GateOutcome
+from tracelake.quality.ops import quality_rows
+from tracelake.schema import load_schema
+
+
+@dataclass(frozen=True)
+class Run:
+    """Identity of one CLI/job invocation, shared by every table it writes."""
+
+    run_id: str
+    started: datetime
+    staging: Path
+
+    @classmethod
+    def new(cls, config: Config) -> Run:
+        """A run's identity and its staging folder, which must be a folder: this process unpacks
+        raw files there and the engine reads them (a URL such as the default <lake>/_staging of an
+        s3:// lake would become a local folder named `s3:/…`)."""
+        if "://" in config.staging_dir:
+            raise TracelakeError(
+                f"staging folder {config.staging_dir} is a URL: an ingest unpacks raw files there, so it must be "
+                "a folder this process and the engine both see (--conf staging_dir=/data/staging, deploy/README.md)"
+            )
+        started = datetime.now(UTC).replace(microsecond=0)
+        run_id = f"{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        return cls(run_id, started, Path(config.staging_dir) / run_id)
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class TableStats:
+    table: str
+    rows_read: int
+    rows_kept: int
+    rows_quarantined: int
+    warnings: tuple[str, ...]
+    critical_failures: tuple[str, ...] = ()
+    partitions: tuple[tuple, ...] | None = None  # what changed: these partitions; None = the table
+
+
+def record_results(spark: SparkSession, config: Config, run: Run, table: str, gate: GateOutcome) -> None:
+    """The gate's results of `table` appended to ops.quality_results (failed runs' too)."""
+    ops = load_schema("ops.quality_results")
+    commit(spark, config, ops, quality_rows(spark, run.run_id, run.started, table, gate.results), Append())
+
+
+Step = Callable[[str], object]  # progress callback: called with a label, returns a context
