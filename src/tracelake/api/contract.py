@@ -7,10 +7,9 @@ rebuilds every Derived whose inputs changed in the run, whichever package declar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -76,10 +75,11 @@ def derived(
     return Derived(table, (*required, *optional), build)
 
 
-def combined_plan(parts: tuple[ModuleType, ...], raw_dir: Path, staging: Path, expected: str) -> list[TableInput]:
-    """A source made of parts (each with its own plan): all their inputs, or an error naming
-    what the release folder should have held."""
-    inputs = [item for part in parts for item in part.plan(raw_dir, staging)]
+def combined_plan(plans: Iterable[Callable[[Path, Path], list[TableInput]]], raw_dir: Path, staging: Path,
+                  expected: str) -> list[TableInput]:
+    """A source made of parts, each with its own plan: all their inputs in order, or an error
+    naming what the release folder should have held."""
+    inputs = [item for plan in plans for item in plan(raw_dir, staging)]
     if not inputs:
         raise TracelakeError(f"{raw_dir}: no {expected}")
     return inputs

@@ -18,8 +18,9 @@ from tracelake.engine import Engine
 from tracelake.run.context import TableStats
 from tracelake.run.pipeline import Step, run_ingest
 from tracelake.run.registry import generate
-from tracelake.sources.itp import ELASTICFLOW_ARCHIVE, RAW_ARCHIVE
 
+# the public ITP/ElasticFlow release, as the tour looks for it (the itp source reads both)
+ITP_ARCHIVES = ("raw-traces.tar.gz", "elasticflow-traces.tar.gz")
 # generated data sizes: small enough for the whole tour to stay well under 3 minutes on 2 cores
 ACME_SCALE = 0.01
 ZEUS_SCALE = 0.05
@@ -73,7 +74,7 @@ def _fresh(path: Path) -> Path:
 
 def _itp_dir(config: Config, work: Path) -> tuple[Path, str]:
     real = Path(config.raw_roots.get("itp", ""))
-    if (real / RAW_ARCHIVE).is_file() and (real / ELASTICFLOW_ARCHIVE).is_file():
+    if all((real / name).is_file() for name in ITP_ARCHIVES):
         return real, f"ITP/ElasticFlow: real archives ({real})"
     generate("itp", _fresh(work / "itp"), scale=ITP_SCALE, seed=1)
     return work / "itp", "ITP/ElasticFlow: generated (no real release found)"

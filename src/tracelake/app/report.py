@@ -1,23 +1,17 @@
 """`tracelake report --out DIR`: figures and tables as PNG + one HTML page.
 
-Each source's `report` module and the cross-trace one (found by tracelake.run.registry) is a
-section with render(engine, config, out_dir: Path) -> Section | None (None when the lake lacks
-its tables). build_report runs them all and writes index.html.
+Each source's `report` module and the cross-trace one (named in their declarations, found by
+tracelake.run.registry) has render(engine, config, out_dir: Path) -> api.section.Section | None
+(None when the lake lacks its tables). build_report runs them all and writes index.html.
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
 from pathlib import Path
 
-
-@dataclass
-class Section:
-    title: str
-    figures: list[Path] = field(default_factory=list)  # PNG files inside out_dir
-    tables_html: list[str] = field(default_factory=list)  # ready-made <table> fragments
-    notes: list[str] = field(default_factory=list)
+from tracelake.api.section import Section
+from tracelake.run.registry import report_modules
 
 
 def _page(sections: list[Section], out: Path) -> str:
@@ -40,8 +34,6 @@ def build_report(engine, config, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sections = []
-    from tracelake.run.registry import report_modules
-
     for module in report_modules():
         section = module.render(engine, config, out)
         if section is not None:

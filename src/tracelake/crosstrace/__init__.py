@@ -7,10 +7,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import Derived, derived
+from tracelake.api.source import Source
+from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.crosstrace import characterize
 from tracelake.crosstrace.unify import unify_jobs
-from tracelake.delta.catalog import read_tables
 
 JOB_SOURCES = ("bronze.acme_jobs", "bronze.itp_jobs", "bronze.elasticflow_jobs")
 
@@ -21,10 +22,11 @@ def build_silver_jobs(spark: SparkSession, config: Config) -> DataFrame | None:
     return unify_jobs(*read_tables(spark, config, *JOB_SOURCES))
 
 
-DERIVED = [
+DERIVED = (
     Derived("silver.jobs", JOB_SOURCES, build_silver_jobs),
     derived("gold.jobs_characterization", characterize.job_characterization, ("silver.jobs",)),
     derived("gold.jobs_duration_comparison", characterize.duration_comparison, ("silver.jobs",)),
     derived("gold.jobs_duration_quantiles", characterize.duration_quantiles, ("silver.jobs",)),
     derived("gold.jobs_gpu_count_cdf", characterize.gpu_count_cdf, ("silver.jobs",)),
-]
+)
+SOURCE = Source("crosstrace", None, DERIVED, report="tracelake.crosstrace.report")

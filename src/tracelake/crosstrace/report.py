@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracelake.app.report import Section
-from tracelake.delta.catalog import read_tables
+from tracelake.api.section import Section
+from tracelake.api.tables import read_tables
 
 TABLES = ("gold.jobs_characterization", "gold.jobs_duration_comparison",
           "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf")

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.delta.catalog import partition_predicate
+from tracelake.io.frames import union_all
 from tracelake.io.staging import write_staged
 from tracelake.schema import TableSchema
 
@@ -61,4 +61,4 @@ def staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], s
         if not piece.columns:  # Sail writes no file for zero rows: the partition just empties
             continue
         pieces.append(with_partition_values(piece, schema, values, df.columns))
-    return reduce(DataFrame.unionByName, pieces) if pieces else df.limit(0)
+    return union_all(pieces) if pieces else df.limit(0)

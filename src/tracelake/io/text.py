@@ -98,18 +98,37 @@ def check_header(raw: RawFile, schema: TableSchema) -> None:
         )
 
 
-def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """All data lines of the files (headers dropped) with source_file and the name constants."""
+def _line_endings(raw: RawFile) -> tuple[bool, bool]:
+    """(has a UTF-8 BOM, uses CRLF), from the file's first line."""
+    with open(raw.path, "rb") as fh:
+        first = fh.readline()
+    return first.startswith(b"\xef\xbb\xbf"), first.endswith(b"\r\n")
+
+
+def read_lines(spark: SparkSession, files: list[RawFile], header: str, *, detect_endings: bool = False) -> DataFrame:
+    """The one reader of raw text for every parser: the data lines of `files` (a line equal to
+    `header` is a header and dropped) with `source_file`, `raw_line` and the constants their
+    paths imply (every constant any file has, null where a file lacks it). A UTF-8 BOM (which
+    would hide the header) and a line's CR are stripped; `detect_endings` strips them only in
+    files whose first line has them, since a per-row regex costs seconds per real hour of port
+    counters. Lines are split on "\n" alone: with the default separator Sail yields an empty
+    extra line where a split falls between the "\r" and "\n" of a CRLF file (measured)."""
     if not files:
-        raise TracelakeError(f"no input files for {schema.full_name}")
-    header = schema.delimiter.join(schema.raw_header)
+        raise TracelakeError("no input files to read")
     constant_names = sorted({k for f in files for k in f.constants})
     frames = []
     for raw in files:
-        line = F.regexp_replace(F.col("value"), "^\ufeff|\r$", "")  # a BOM would hide the header
+        line = F.col("value")
+        if not detect_endings or any(_line_endings(raw)):
+            line = F.regexp_replace(line, "^\ufeff|\r$", "")
         cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
         cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
-        # lineSep "\n": with the default, Sail yields an empty extra line when a split falls
-        # between "\r" and "\n" of a CRLF file (measured); "\r" is stripped above instead.
         frames.append(spark.read.option("lineSep", "\n").text(str(raw.path)).select(*cols))
     return union_all(frames).filter(F.col("raw_line") != F.lit(header))
+
+
+def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """All data lines of the files, the schema's documented header dropped (read_lines)."""
+    if not files:
+        raise TracelakeError(f"no input files for {schema.full_name}")
+    return read_lines(spark, files, schema.delimiter.join(schema.raw_header))

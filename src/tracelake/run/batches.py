@@ -14,36 +14,35 @@ def changes_of(stats: list[TableStats]) -> dict[str, Partitions | None]:
     return {s.table: s.partitions for s in stats}
 
 
-HOUR = "hour_cst"  # the constant a file of an hour folder carries (Zhejiang traffic)
-
-
-def hour_batches(inputs: list[TableInput]) -> list[tuple[str | None, list[TableInput]]]:
-    """A run's inputs in the order they are ingested: one batch per hour folder, in hour order,
-    the files that belong to no hour (workbook, task logs) with the first. A backfill of a day
-    then parses, gates and writes one hour at a time, so its memory is an hour's, not the
-    range's (a write of many hour partitions sorts all their rows first, engine-notes.md)."""
-    hours = sorted({f.constants[HOUR] for item in inputs for f in item.files if HOUR in f.constants})
-    if len(hours) <= 1:
+def batches(inputs: list[TableInput], by: str | None) -> list[tuple[str | None, list[TableInput]]]:
+    """A run's inputs in the order they are ingested: one batch per value of the file constant
+    `by` (the source's `batch_by`, e.g. its hour folder), in order, the files without that
+    constant (a workbook, task logs) with the first. A backfill of a day then parses, gates and
+    writes one hour at a time, so its memory is an hour's, not the range's (a write of many
+    hour partitions sorts all their rows first, engine-notes.md)."""
+    values = sorted({f.constants[by] for item in inputs for f in item.files if by in f.constants}) if by else []
+    if len(values) <= 1:
         return [(None, inputs)]
-    batches = []
-    for i, hour in enumerate(hours):
-        wanted = {hour, None} if i == 0 else {hour}
-        batches.append((hour, [replace(item, files=files) for item in inputs
-                               if (files := [f for f in item.files if f.constants.get(HOUR) in wanted])]))
-    return batches
+    cut = []
+    for i, value in enumerate(values):
+        wanted = {value, None} if i == 0 else {value}
+        cut.append((value, [replace(item, files=files) for item in inputs
+                            if (files := [f for f in item.files if f.constants.get(by) in wanted])]))
+    return cut
 
 
-def split_per_hour(derived: list[Derived]) -> tuple[list[Derived], list[Derived]]:
-    """(the derived tables rebuilt after each hour: partitioned by hour and reading no table of
-    the other kind; the rest, rebuilt once after the last hour from everything that changed)."""
-    per_hour, once = [], []
+def split_per_batch(derived: list[Derived], by: str | None) -> tuple[list[Derived], list[Derived]]:
+    """(the derived tables rebuilt after each batch: partitioned by the batch column `by` and
+    reading no table of the other kind; the rest, rebuilt once after the last batch from
+    everything that changed)."""
+    per_batch, once = [], []
     for item in derived:
-        hourly = HOUR in load_schema(item.table).partition_by
-        if hourly and not {d.table for d in once} & set(item.inputs):
-            per_hour.append(item)
+        batched = by is not None and by in load_schema(item.table).partition_by
+        if batched and not {d.table for d in once} & set(item.inputs):
+            per_batch.append(item)
         else:
             once.append(item)
-    return per_hour, once
+    return per_batch, once
 
 
 def _joined(a: Partitions | None, b: Partitions | None) -> Partitions | None:
@@ -57,7 +56,7 @@ def add_changes(total: dict[str, Partitions | None], changed: dict[str, Partitio
 
 
 def merged_stats(stats: list[TableStats]) -> list[TableStats]:
-    """One line per table for a run of several hours: counts added, partitions joined."""
+    """One line per table for a run of several batches: counts added, partitions joined."""
     by_table: dict[str, TableStats] = {}
     for s in stats:
         if (seen := by_table.get(s.table)) is None:

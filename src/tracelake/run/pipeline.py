@@ -3,7 +3,6 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 
 from __future__ import annotations
 
-import inspect
 import re
 import shutil
 import sys
@@ -13,12 +12,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from tracelake.api.contract import Derived, Partitions, TableInput
+from tracelake.api.source import Source
 from tracelake.config import Config
 from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
-from tracelake.run.batches import add_changes, changes_of, hour_batches, merged_stats, split_per_hour
+from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats
 from tracelake.run.derived import rebuild_derived
@@ -60,12 +60,13 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     return stale
 
 
-def _plan(module, source: str, raw_dir: Path, staging: Path, hours: str | None):
-    if hours is None:
-        return module.plan(raw_dir, staging)
-    if "hours" not in inspect.signature(module.plan).parameters:
-        raise TracelakeError(f"--hours applies to sources with hour folders (zhejiang), not '{source}'")
-    return module.plan(raw_dir, staging, hours=hours)
+def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> list[TableInput]:
+    """The source's inputs; with `batch` (`--hours`) only those batches', where it has any."""
+    if batch is None:
+        return source.plan(raw_dir, staging)
+    if source.plan_batches is None:
+        raise TracelakeError(f"--hours applies to sources with hour folders, not '{source.name}'")
+    return source.plan_batches(raw_dir, staging, batch)
 
 
 def _ingest_batch(
@@ -105,11 +106,11 @@ def run_ingest(
     hours: str | None = None,
 ) -> list[TableStats]:
     """Ingest a source's raw folder; `hours` (`H` or `FROM..TO`) limits a source with hour
-    folders to those hours. Several hours are ingested one after another (hour_batches), each
+    folders to those hours. Several hours are ingested one after another (batches.batches), each
     hour's tables prepared before its first commit; a bad file stops the run at its hour, the
     hours before it stay ingested (their derived tables rebuilt before the error is raised), and
     a re-run of the same range redoes only what changed."""
-    module = get_source(source)
+    declared = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
     run = Run.new(config)
     step = step or (lambda label: nullcontext())
@@ -118,18 +119,18 @@ def run_ingest(
         remove_stale_staging(config, keep=run.staging)
         try:
             with step(f"unpacking {source} inputs"):
-                inputs = _plan(module, source, raw_dir, run.staging, hours)
-            per_hour, once = split_per_hour(all_derived())
-            batches = hour_batches(inputs)
+                inputs = _plan(declared, raw_dir, run.staging, hours)
+            per_hour, once = split_per_batch(all_derived(), declared.batch_by)
+            cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}
-            for number, (hour_folder, batch) in enumerate(batches):
+            for number, (hour_folder, batch) in enumerate(cut):
                 hour = f" [{hour_folder}]" if hour_folder else ""
                 try:
                     committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step)
                 except TracelakeError as exc:
                     if number == 0:
                         raise
-                    done = [h for h, _ in batches[:number]]
+                    done = [h for h, _ in cut[:number]]
                     raise _stopped_at(hour_folder, done, exc, lambda: rebuild_derived(
                         engine, config, run, once, changed, step)) from exc
                 add_changes(changed, changes_of(committed))

@@ -1,40 +1,51 @@
-"""Finds each source's plan, derived tables, generator and report page, and the cross-trace
-package's; the CLI, pipeline and report ask here instead of importing sources by name."""
+"""Finds every source's declaration (`SOURCE` in each package under tracelake.sources) and the
+cross-trace one, and answers from them: plans, derived tables, generators and report pages.
+Sources are imported by name at run time, so nothing in the kernel imports a source."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 from pathlib import Path
 from types import ModuleType
 
-from tracelake import crosstrace, sources
 from tracelake.api.contract import Derived
+from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
+
+SOURCES = "tracelake.sources"
+CROSS_TRACE = "tracelake.crosstrace"
 
 
 def source_names() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(sources.__path__) if not m.name.startswith("_"))
+    package = importlib.import_module(SOURCES)
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
-def get_source(name: str) -> ModuleType:
+def _declared(module: str) -> Source:
+    source = getattr(importlib.import_module(module), "SOURCE", None)
+    if not isinstance(source, Source):
+        raise TracelakeError(f"{module} declares no SOURCE (tracelake.api.source.Source)")
+    return source
+
+
+def get_source(name: str) -> Source:
     if name not in source_names():
         raise TracelakeError(f"unknown source '{name}' (known: {', '.join(source_names())})")
-    return importlib.import_module(f"tracelake.sources.{name}")
+    source = _declared(f"{SOURCES}.{name}")
+    if source.name != name:
+        raise TracelakeError(f"{SOURCES}.{name} declares itself as '{source.name}'")
+    return source
 
 
-def _optional(module: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:  # the module exists but one of its imports is missing
-            raise
-        return None
+def declarations() -> list[Source]:
+    """The cross-trace declaration, then every source's, in name order. Read at call time, so a
+    test may narrow a source's derived tables."""
+    return [_declared(CROSS_TRACE)] + [get_source(name) for name in source_names()]
 
 
 def generator_names() -> list[str]:
-    return [n for n in source_names() if _optional(f"tracelake.sources.{n}.synth") is not None]
+    return [s.name for s in declarations()[1:] if s.generator]
 
 
 def generate(
@@ -47,18 +58,20 @@ def generate(
         raise TracelakeError(f"no generator for '{source}' (known: {', '.join(generator_names())})")
     if scale <= 0:
         raise TracelakeError("--scale must be positive")
+    declared = get_source(source)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    synth = importlib.import_module(f"tracelake.sources.{source}.synth")
-    if reference and "reference" in inspect.signature(synth.generate).parameters:
+    if reference and declared.generator_reference:
         options["reference"] = reference
+    synth = importlib.import_module(declared.generator)
     return synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
 
 
 def all_derived() -> list[Derived]:
-    """Every derived table, each after the derived tables it reads (declaration order otherwise).
-    Read at call time, so a test may narrow a source's DERIVED."""
-    declared = [d for name in source_names() for d in get_source(name).DERIVED] + list(crosstrace.DERIVED)
+    """Every derived table, each after the derived tables it reads (declaration order otherwise:
+    every source's, then the cross-trace ones)."""
+    found = declarations()
+    declared = [d for s in found[1:] + found[:1] for d in s.derived]
     produced = {d.table for d in declared}
     ordered: list[Derived] = []
     done: set[str] = set()
@@ -75,6 +88,5 @@ def all_derived() -> list[Derived]:
 
 
 def report_modules() -> list[ModuleType]:
-    """Report pages: the cross-trace page, then each source's `report` module that exists."""
-    found = [_optional(f"tracelake.sources.{n}.report") for n in source_names()]
-    return [importlib.import_module("tracelake.crosstrace.report")] + [m for m in found if m is not None]
+    """Report pages: the cross-trace page, then each source's that has one."""
+    return [importlib.import_module(s.report) for s in declarations() if s.report]

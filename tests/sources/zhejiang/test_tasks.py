@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def real(engine, tmp_path_factory):
     os.symlink(taskinfo, root / "raw" / "taskinfo")
     config = make_config(root / "lake")
     with pytest.MonkeyPatch.context() as patch:  # this part's derived tables only (not other parts')
-        patch.setattr(zhejiang_source, "DERIVED", [*topology.DERIVED, *tasklogs.DERIVED])
+        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=(*topology.DERIVED, *tasklogs.DERIVED)))
         stats = run_ingest(engine, config, "zhejiang", str(root / "raw"))
     return {s.table: s for s in stats}, config
 
@@ -337,7 +338,7 @@ def test_hf_task_round_trips_through_the_parser(spark, tmp_path, monkeypatch):
 def test_megatron_task_round_trips_through_the_pipeline(engine, spark, config, tmp_path, monkeypatch):
     monkeypatch.setattr(generate_tasks, "SAVE_STEPS", 10)
     # only this part's derived tables: the correlation tables of other parts need traffic/topology
-    monkeypatch.setattr(zhejiang_source, "DERIVED", [*topology.DERIVED, *tasklogs.DERIVED])
+    monkeypatch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=(*topology.DERIVED, *tasklogs.DERIVED)))
     spec = _spec("megatron")
     folder = write_task(tmp_path / "raw" / "taskinfo", spec, seed=5)
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}

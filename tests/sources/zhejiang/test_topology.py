@@ -8,6 +8,7 @@ is absent. The ingest sees a temp raw dir holding only a link to the workbook.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 from conftest import make_config, shared
@@ -33,7 +34,7 @@ def real(engine, tmp_path_factory):
     os.symlink(workbook, root / "raw" / WORKBOOK)
     config = make_config(root / "lake")
     with pytest.MonkeyPatch.context() as patch:  # this part's derived tables only (not other parts')
-        patch.setattr(zhejiang_source, "DERIVED", topology.DERIVED)
+        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=tuple(topology.DERIVED)))
         stats = run_ingest(engine, config, "zhejiang", str(root / "raw"))
     return {s.table: s for s in stats}, config
 

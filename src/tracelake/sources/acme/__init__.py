@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.api.contract import Derived, TableInput, combined_plan
+from tracelake.api.contract import TableInput, combined_plan
+from tracelake.api.source import Source
 from tracelake.sources.acme import jobs, utilization
 
 PARTS = (jobs, utilization)
-DERIVED: list[Derived] = []  # silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
 
 
 def release_data_dir(raw_dir: Path) -> Path:
@@ -20,5 +20,9 @@ def release_data_dir(raw_dir: Path) -> Path:
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    return combined_plan(PARTS, release_data_dir(raw_dir), staging,
+    return combined_plan([part.plan for part in PARTS], release_data_dir(raw_dir), staging,
                          "AcmeTrace files (trace_seren.csv, trace_kalos.csv, utilization CSVs)")
+
+
+# silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
+SOURCE = Source("acme", plan, generator="tracelake.sources.acme.synth")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tracelake.api.contract import Derived, TableInput
+from tracelake.api.contract import TableInput
+from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
 from tracelake.io.archives import extract_members
 from tracelake.io.text import RawFile
@@ -18,7 +19,6 @@ RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
 CLUSTER_MEMBER = re.compile(r"^(cluster\d{2})\.csv$")
 TESTBED_MEMBER = "195job.csv"
-DERIVED: list[Derived] = []  # silver.jobs and gold.jobs_* read ITP too: tracelake.crosstrace
 
 
 def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
@@ -62,3 +62,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     if not inputs:
         raise TracelakeError(f"{raw_dir}: neither {RAW_ARCHIVE} nor {ELASTICFLOW_ARCHIVE} found")
     return inputs
+
+
+# silver.jobs and gold.jobs_* read ITP too: tracelake.crosstrace
+SOURCE = Source("itp", plan, generator="tracelake.sources.itp.synth")

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from tracelake.api.contract import TableInput, derived
+from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
 from tracelake.io.text import RawFile
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
@@ -67,4 +68,5 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
-DERIVED = [derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power"))]
+DERIVED = (derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power")),)
+SOURCE = Source("zeus", plan, DERIVED, generator="tracelake.sources.zeus.synth")

@@ -5,28 +5,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracelake.api.contract import TableInput
-from tracelake.errors import TracelakeError
+from tracelake.api.contract import TableInput, combined_plan
+from tracelake.api.source import Source
 from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
-from tracelake.sources.zhejiang.layout import parse_hours
+from tracelake.sources.zhejiang.layout import HOUR, parse_hours
 
 PARTS = (topology, ports, hourly, tasklogs, correlate)
-DERIVED = [entry for part in PARTS for entry in part.DERIVED]
+DERIVED = tuple(entry for part in PARTS for entry in part.DERIVED)
+TRAFFIC_PARTS = (ports, hourly)  # the parts that read trafficinfo/<hour>/; the workbook and task logs go first
 
 
-TRAFFIC_PARTS = (ports, hourly)  # the parts that read trafficinfo/<hour>/
+def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    """Every part's inputs: the workbook, the task folders and every hour folder."""
+    parts = [part for part in PARTS if part not in TRAFFIC_PARTS] + list(TRAFFIC_PARTS)
+    return combined_plan([part.plan for part in parts], raw_dir, staging,
+                         "Zhejiang files (cluster_2000_A100.xlsx, trafficinfo/, taskinfo/)")
 
 
-def plan(raw_dir: Path, staging: Path, hours: str | None = None) -> list[TableInput]:
-    """Every part's inputs; with `hours` (`H` or `FROM..TO`, CST folder names) only the traffic of
-    those hour folders: an hourly run then changes only time partitions, so the derived tables are
-    rebuilt for those hours (and the tasks they touch) alone. The workbook and the task folders are
-    ingested by a run without --hours (e.g. a daily one)."""
-    if hours is not None:  # an empty --hours is refused by parse_hours, not read as 'all'
-        chosen = parse_hours(hours)
-        return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
-    inputs = [item for part in PARTS if part not in TRAFFIC_PARTS for item in part.plan(raw_dir, staging)]
-    inputs += [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, None)]
-    if not inputs:
-        raise TracelakeError(f"{raw_dir}: no Zhejiang files (cluster_2000_A100.xlsx, trafficinfo/, taskinfo/)")
-    return inputs
+def plan_hours(raw_dir: Path, staging: Path, hours: str) -> list[TableInput]:
+    """Only the traffic of the hour folders `hours` names (`H` or `FROM..TO`, CST folder names):
+    an hourly run then changes only time partitions, so the derived tables are rebuilt for those
+    hours (and the tasks they touch) alone. The workbook and the task folders are ingested by a
+    run without --hours (e.g. a daily one). An empty `hours` is refused by parse_hours."""
+    chosen = parse_hours(hours)
+    return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
+
+
+SOURCE = Source("zhejiang", plan, DERIVED, batch_by=HOUR, plan_batches=plan_hours,
+                generator="tracelake.sources.zhejiang.synth", report="tracelake.sources.zhejiang.report",
+                generator_reference=True)

@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import PartialBuild, TableInput, derived
+from tracelake.api.tables import partition_predicate, read_tables
 from tracelake.config import Config
-from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.io.staging import stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour

@@ -24,12 +24,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
+from tracelake.api.tables import read_tables
 from tracelake.config import Config
-from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
-from tracelake.io.text import RawFile, first_bad_utf8, transcode_to_utf8
+from tracelake.io.text import RawFile, first_bad_utf8, read_lines, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
@@ -255,13 +255,7 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped:
     and seen)."""
     header = _first_line(raw.path)
     positions, labels = header_positions(header, schema, raw.name)
-    line = F.regexp_replace(F.regexp_replace(F.col("value"), "\r$", ""), "^\ufeff", "")
-    # lineSep "\n": with the default, Sail returns extra empty lines where a split falls
-    # between the \r and \n of a CRLF file (measured); \r is stripped above instead
-    lines = spark.read.option("lineSep", "\n").text(raw.path).select(
-        F.lit(raw.name).alias("source_file"), line.alias("raw_line"),
-        *[F.lit(raw.constants.get(k)).cast("string").alias(k) for k in sorted(raw.constants)],
-    ).filter(F.col("raw_line") != F.lit(header))
+    lines = read_lines(spark, [raw], header)
     split = split_fields(lines, schema.delimiter, len(labels), trim=True)
     fields = {name: F.col(raw_field(i)) for name, i in positions.items()}
     # an optional column this file does not have reads as an empty field

@@ -11,6 +11,7 @@ from tracelake.errors import TracelakeError
 
 TRAFFIC = "trafficinfo"
 TASKINFO = "taskinfo"
+HOUR = "hour_cst"  # the column (and file constant) of the CST hour folder a traffic row came from
 HOUR_DIR = re.compile(r"^\d{10}$")  # trafficinfo/<YYYYMMDDHH>, China time (UTC+8)
 MGMT_PORT = "M-GigabitEthernet0/0/0"  # the 1G management port: the only 32-bit counters
 MAX_HOURS = 87_660  # the longest --hours range: 10 years of hours (10 × 365.25 × 24)

@@ -38,14 +38,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
+from tracelake.api.tables import changed_groups, read_tables
 from tracelake.config import Config
-from tracelake.delta.catalog import read_tables
-from tracelake.delta.fingerprint import changed_groups
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import COUNT_OK, N_FIELDS, raw_field, split_fields, type_fields
 from tracelake.io.staging import Checked
-from tracelake.io.text import RawFile, check_header
+from tracelake.io.text import RawFile, check_header, read_lines
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
@@ -181,30 +180,10 @@ def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> 
 
 # ---------------------------------------------------------------- parsing
 
-def _line_endings(raw: RawFile) -> tuple[bool, bool]:
-    """(has a UTF-8 BOM, uses CRLF), from the first line: the cheap per-row path is for plain LF."""
-    with open(raw.path, "rb") as fh:
-        first = fh.readline()
-    return first.startswith(b"\xef\xbb\xbf"), first.endswith(b"\r\n")
-
-
 def _read_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """Data lines of every file with its lineage name and the constants its path implies.
-
-    A line equal to the header is the header (as in reader.read_raw_lines); a BOM or CR is
-    stripped only in files that have them, since a per-row regex costs seconds per hour."""
-    header = schema.delimiter.join(schema.raw_header)
-    names = sorted({k for f in files for k in f.constants})
-    frames = []
-    for raw in files:
-        bom, crlf = _line_endings(raw)
-        line = F.col("value")
-        if bom or crlf:
-            line = F.regexp_replace(line, "^\ufeff|\r$", "")
-        cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
-        cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in names]
-        frames.append(spark.read.text(raw.path).select(*cols))
-    return union_all(frames).filter(F.col("raw_line") != F.lit(header))
+    """Data lines of every file with its lineage name and the constants its path implies; a BOM
+    or CR is stripped only in files that have them (io.text.read_lines)."""
+    return read_lines(spark, files, schema.delimiter.join(schema.raw_header), detect_endings=True)
 
 
 def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import functions as F
 
-from tracelake.app.report import Section
-from tracelake.delta.catalog import read_tables
+from tracelake.api.section import Section
+from tracelake.api.tables import read_tables
 from tracelake.sources.zhejiang.transforms.correlate import overlap_join
 
 MAX_TASKS = 6

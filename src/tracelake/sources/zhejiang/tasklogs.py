@@ -19,8 +19,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
+from tracelake.api.tables import read_tables
 from tracelake.config import Config
-from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish

@@ -1,0 +1,40 @@
+"""A source declares itself in one object: the kernel learns everything it needs of a source
+here, and never its name, its modules or its columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracelake.api.contract import Derived, TableInput
+
+Plan = Callable[[Path, Path], list[TableInput]]  # (raw folder, run's staging folder) -> inputs
+BatchPlan = Callable[[Path, Path, str], list[TableInput]]  # … and the batches asked for (`--hours`)
+
+
+@dataclass(frozen=True)
+class Source:
+    """`SOURCE` in a package under `tracelake.sources` (or `tracelake.crosstrace`, which has no
+    plan: its tables are built from several sources).
+
+    - `plan`: the bronze inputs of a raw folder.
+    - `derived`: its silver/gold tables.
+    - `batch_by`: the file constant a run is cut by, one batch per value in order (the Zhejiang
+      hour folder, `hour_cst`): a backfill then needs one batch's memory. Derived tables
+      partitioned by it are rebuilt after each batch.
+    - `plan_batches`: the plan of only the named batches (`--hours H` or `FROM..TO`).
+    - `generator`, `report`: modules imported only when used: `generate(out, scale, seed,
+      **options)` writes raw files in the release's format, and `render(engine, config, out)`
+      returns its report section.
+    - `generator_reference`: the generator copies real parts of the release folder it is given.
+    """
+
+    name: str
+    plan: Plan | None
+    derived: tuple[Derived, ...] = ()
+    batch_by: str | None = None
+    plan_batches: BatchPlan | None = None
+    generator: str | None = None
+    report: str | None = None
+    generator_reference: bool = False
