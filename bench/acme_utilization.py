@@ -12,7 +12,7 @@ generator's scale sets both (narrow files: 4 x scale nodes). Then, in this proce
   * parse only (--no-breakdown skips it): the utilization parser written to Parquet, the part
     that is comparable to DuckDB's unpivot (past GROUP_BYTES of CSV the parser first runs its
     staged jobs over groups of files, acme/utilization.unpivot_files: they are in the figure);
-  * tracelake ingest: pipeline.run_ingest(engine, config, "acme", raw) on the local profile
+  * tracelake ingest: run.pipeline.run_ingest(engine, config, "acme", raw) on the local profile
     (parse, quality gate, quarantine, Delta MERGE), utilization and IPMI power tables;
   * DuckDB: per file read_csv(all_varchar) + UNPIVOT ... ON COLUMNS(* EXCLUDE Time) (IPMI: EXCLUDE
     Time, IP) + TRY_CAST to double, written to Parquet. DuckDB drops empty cells like tracelake,

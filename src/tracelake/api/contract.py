@@ -20,7 +20,7 @@ from tracelake.io.staging import Checked
 from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema, load_schema
 
-# (spark, files, schema) -> frame with the parser contract (reader.finish): the schema's data
+# (spark, files, schema) -> frame with the parser contract (io.parse.finish): the schema's data
 # columns, source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>,
 # empty = good); a Checked when it is a fast parse to be trusted only after a check
 Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked]

@@ -17,7 +17,7 @@ JOB_SOURCES = ("bronze.acme_jobs", "bronze.itp_jobs", "bronze.elasticflow_jobs")
 
 
 def build_silver_jobs(spark: SparkSession, config: Config) -> DataFrame | None:
-    """Whichever job tables exist (unify_jobs skips absent ones); lake.conform keeps the
+    """Whichever job tables exist (unify_jobs skips absent ones); the commit's conform keeps the
     declared nullability."""
     return unify_jobs(*read_tables(spark, config, *JOB_SOURCES))
 

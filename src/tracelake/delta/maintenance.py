@@ -1,5 +1,5 @@
 """Delta table maintenance: where job code branches on the engine for what Sail's SQL lacks
-(staged_commit.py is the only other branch: a speed path with the same result).
+(staged_files.py is the only other branch: a speed path with the same result).
 
 `DESCRIBE HISTORY`, `OPTIMIZE` and `VACUUM` are Delta Lake SQL, not Spark SQL: delta-spark
 (`spark` profile, Databricks) has them, Sail does not. So:

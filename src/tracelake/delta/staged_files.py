@@ -6,7 +6,7 @@ rows). On the local profile the lake is a folder this process writes, and the `d
 package (the local profile's maintenance path already) can commit the staged files themselves:
 they are moved into the partition's folder and added in one overwrite commit that removes the
 partition's old files, as the engine's `replaceWhere` write does. Other profiles, or a lake
-behind a URL, keep the engine's write (lake.replace_partitions).
+behind a URL, keep the engine's write (commit.commit).
 
 A crash between the move and the commit leaves files no version references: readers never see
 them (a full vacuum of unreferenced files deletes them). The commit records `numRecords` per
@@ -39,7 +39,7 @@ def commits_staged(config: Config, schema: TableSchema, partitions: list[tuple] 
 
 
 def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Path) -> None:
-    """Make the partition hold exactly the Parquet files under `path` (lake.stage_partition's), in
+    """Make the partition hold exactly the Parquet files under `path` (layout.stage_partition's), in
     one commit; the table must exist."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable

@@ -1,10 +1,12 @@
 """One package per trace source: `tracelake.sources.<name>` holds everything of that source.
 
-    __init__.py   plan(raw_dir, staging) -> list[TableInput]; DERIVED: list[Derived]
+    __init__.py   SOURCE = api.source.Source(name, plan, derived, batch_by, generator, report, …)
     <parsers>.py  raw files -> the parser contract (tracelake.io.parse.finish)
     transforms    pure DataFrame -> DataFrame functions for its derived tables
     synth         generate(out_dir, scale, seed, **options): files in the source's exact format
-    report.py     render(engine, config, out_dir) -> report.Section | None (optional)
+    report.py     render(engine, config, out_dir) -> api.section.Section | None (optional)
 
-tracelake.run.registry finds them; no source imports another (cross-trace tables: tracelake.crosstrace).
+A source imports tracelake.api and tracelake.io (and errors, config, schema), never the run, the
+Delta layer or another source; tracelake.run.registry finds it by its SOURCE (cross-trace tables:
+tracelake.crosstrace).
 """

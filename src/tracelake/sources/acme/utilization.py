@@ -255,7 +255,7 @@ def file_groups(files: list[dict], budget: int) -> list[list[dict]]:
 
 
 def stage_parts(parts: list[DataFrame], path: Path) -> DataFrame:
-    """reader.stage for a frame given in parts: each part is written into one Parquet folder by
+    """io.staging.stage for a frame given in parts: each part is written into one Parquet folder by
     a job of its own, one after another, and the folder is read back. With zero rows the
     schema is kept (Sail writes no file for an empty frame)."""
     for i, part in enumerate(parts):

@@ -16,7 +16,7 @@ row's file is known either from a read of that file alone or from the row itself
               union tree (a left-deep union of 350 reads crashes the Spark Connect client),
               each line split once: 4.4 s. Taken when the CSV read fails (a line with another
               number of fields), skips a blank line, or puts a row in another port's file.
-Both give reader.parse_lines' contract and messages: rows that do not split into 10 fields or
+Both give io.parse.parse_lines' contract and messages: rows that do not split into 10 fields or
 do not cast go to quarantine with reasons. Rejected alternatives: Spark's CSV reader per file
 (planning 350 reads costs 0.7 s more than the parse), binaryFile + pyarrow parsing in
 mapInArrow (~15 s), a literal (port -> file) map per row (12 s), a join with the listing
@@ -187,8 +187,8 @@ def _read_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
 
 
 def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
-    """reader.parse_lines' contract and error texts for text lines, each split once, with
-    reader.finish's measured shortcuts: problem messages and raw_values_json only for rows that
+    """io.parse.parse_lines' contract and error texts for text lines, each split once, with
+    io.parse.finish's measured shortcuts: problem messages and raw_values_json only for rows that
     failed to parse (a parsed row's raw_line splits exactly into the header's fields; to_json on
     every row costs more than the rest of the parse). `format: epoch_ms` columns hold whole
     Unix milliseconds."""
@@ -280,7 +280,7 @@ def parse_port_files(
     """The TableInput parser: header check per file, then the fast path if `staging` is given.
 
     Fast path (measured on the 350 real files: 1.4 s against 4.4 s): Spark's CSV reader, one
-    read per switch folder, checked once stored (reader.settle): every file must have exactly
+    read per switch folder, checked once stored (io.staging.settle): every file must have exactly
     as many rows attributed to it as it has data lines, each naming its port. Spark's CSV reader
     skips blank lines, fails the whole read on a line with another number of fields and stores a
     byte that is not UTF-8 as U+FFFD; in each case, and whenever a row names a port of another
