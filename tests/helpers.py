@@ -42,3 +42,44 @@ def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProces
 
 def rows(stdout: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(stdout)))
+
+
+def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
+    """The CLI's own main() in this process, on the test run's one engine instead of a new one
+    per command (a command for another profile starts its own): the same parsing, errors, exit codes and output as `tracelake(...)`, without
+    a process and an engine start per call. The engine's runtime settings are the command's
+    own (its configuration's spark_conf, as the CLI would set them) for the call, and put back
+    after it; the SIGINT handler main() installs is put back too."""
+    import contextlib
+    import signal
+    from unittest import mock
+
+    from tracelake.app import cli
+    from tracelake.engine import Engine, start_engine
+
+    spark = engine.spark
+    saved: dict[str, str | None] = {}
+
+    def shared_engine(config):
+        if config.profile != engine.profile:  # another profile asked for: its own engine, as the CLI does
+            return start_engine(config)
+        for key, value in config.spark_conf.items():
+            saved.setdefault(key, spark.conf.get(key, None))
+            spark.conf.set(key, value)
+        return Engine(engine.profile, spark, _owns_session=False)
+
+    out, err = io.StringIO(), io.StringIO()
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with mock.patch("tracelake.engine.start_engine", shared_engine), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's usage errors end the process
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        for key, value in saved.items():
+            if value is not None:
+                spark.conf.set(key, value)
+    return subprocess.CompletedProcess(["tracelake", *args], code, out.getvalue(), err.getvalue())

@@ -1,5 +1,6 @@
-"""Every case of the bad-input corpus (cases.py) through the CLI, as a user runs it: the exit
-code, the one-line message, the rows of each table, the quarantine reasons, rows read = kept +
+"""Every case of the bad-input corpus (cases.py) through the CLI's main(), on the test run's one
+engine (helpers.tracelake_in_process; the CLI as a process of its own is tested by
+tests/app/test_cli.py and test_faults.py): the exit code, the one-line message, the rows of each table, the quarantine reasons, rows read = kept +
 quarantined, and that every table of the lake still reads afterwards."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import pytest
 from cases import CASES
 from conftest import SHARED_DATA
 from deltalake import DeltaTable
-from helpers import tracelake
+from helpers import tracelake_in_process
 
 from tracelake.schema import LAYERS
 
@@ -30,7 +31,7 @@ def rows(tables: dict[str, DeltaTable], name: str) -> int:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input_outcome(case, tmp_path):
+def test_bad_input_outcome(case, tmp_path, engine):
     if case.name == "zj_real_task_without_workbook" and not (SHARED_DATA / "zhejiang" / "taskinfo").is_dir():
         pytest.skip(f"real Zhejiang task folder not found at {SHARED_DATA / 'zhejiang' / 'taskinfo'}")
     raw, lake = tmp_path / "raw", tmp_path / "lake"
@@ -39,7 +40,7 @@ def test_bad_input_outcome(case, tmp_path):
     for args in runs:
         if args[0] not in ("describe",) and "--lake" not in args:
             args = [*args, "--lake", str(lake)]
-        done = tracelake(*args)
+        done = tracelake_in_process(engine, *args)
     last_line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     assert done.returncode == case.rc, done.stderr[-2000:]
     if case.message is not None:

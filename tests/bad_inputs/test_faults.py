@@ -16,6 +16,8 @@ from deltalake import DeltaTable
 from helpers import ITP_HEADER, tracelake, write_archive
 from test_corpus import lake_tables
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 CLI = [sys.executable, "-m", "tracelake"]
 ENV = {**os.environ, "RUST_LOG": "error"}
 

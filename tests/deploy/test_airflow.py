@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "deploy" / "airflow" / "dags"
 PINS = ROOT / "deploy" / "airflow" / "requirements.txt"

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = ROOT / "deploy" / "databricks"
 RUNNER = """

@@ -12,6 +12,8 @@ from deploykit import delta_versions, fingerprint, sail_server, table_rows, trac
 
 from tracelake.run.registry import generate
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 SOURCES = ("itp", "zeus", "acme", "zhejiang")
 
 

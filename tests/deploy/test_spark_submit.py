@@ -16,6 +16,8 @@ from deploykit import REPO, VENV_BIN, delta_versions, run, sail_server, table_ro
 from tracelake.engine import explain_engine_error
 from tracelake.run.registry import generate
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 SUBMIT = REPO / "deploy" / "spark-submit.sh"
 
 

@@ -11,6 +11,8 @@ from tracelake.delta.catalog import register_all
 from tracelake.run.pipeline import run_ingest
 from tracelake.run.registry import generate
 
+pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
+
 
 @pytest.fixture(scope="module")
 def itp_lake(engine, tmp_path_factory):

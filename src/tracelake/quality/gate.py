@@ -7,7 +7,7 @@ Each expectation's `meta.severity` says what a failure does:
                unexpected_index_list;
   warning    – recorded in ops.quality_results only.
 The suites are the only place rules live. The types tracelake.quality.rowrules covers (all the project's
-suites use) are evaluated here, with GX's SUMMARY figures (tests/kernel/test_rowrules.py compares
+suites use) are evaluated here, with GX's SUMMARY figures (tests/quality/test_rowrules.py compares
 them with GX's own validation); GX validates any other type, and is imported only then.
 """
 

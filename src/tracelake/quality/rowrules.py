@@ -6,7 +6,7 @@ every failing row id to the driver: an hour of port counters with 10 % bad rows 
 in Python; and a GX validation costs seconds per suite (its import alone 3 s a process). The
 suites stay the single definition of the rules; the gate (tracelake.quality.gate) evaluates the types
 listed here itself, all of a suite's row rules in one scan, and produces GX's SUMMARY figures
-(tests/kernel/test_rowrules.py compares them with GX's own validation, rule by rule, on samples
+(tests/quality/test_rowrules.py compares them with GX's own validation, rule by rule, on samples
 and on every suite of the project). The semantics follow GX 1.x on Spark frames:
 column-map rules skip null values (not_be_null excepted), a `row_condition` (condition_parser
 `spark`) limits the rows a rule sees, uniqueness marks every copy of a repeated value, and pair
@@ -57,7 +57,7 @@ def _duplicated(columns: Sequence[str], applies: Column, ignore: str) -> Column:
 
 def _pair(a: Column, b: Column, holds: Column, ignore: str, unknown_holds: bool) -> Column:
     """`unknown_holds`: whether a comparison with one missing side counts as met. GX 1.x on Spark
-    differs per rule (measured, tests/kernel/test_rowrules.py): a_to_be_greater_than_b lets such a
+    differs per rule (measured, tests/quality/test_rowrules.py): a_to_be_greater_than_b lets such a
     row pass, to_be_equal rejects it."""
     skipped = {"both_values_are_missing": a.isNull() & b.isNull(),
                "either_value_is_missing": a.isNull() | b.isNull(),

@@ -276,6 +276,7 @@ def test_a_bad_hour_after_good_ones_names_both_failures_when_the_derived_rebuild
                             "silver.zj_task_iterations: disk full; a re-run of the range redoes only what changed)")
 
 
+@pytest.mark.e2e
 def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
     """As a scheduler runs it: one `ingest --hours` per hour and a retry of a changed hour, then
     `maintain --optimize --vacuum`. An hour's commit writes its partition in one stream (one
@@ -336,6 +337,7 @@ def test_an_hour_with_a_tenth_of_its_rows_bad_reconciles(engine, spark, config, 
     assert len(stored) == bad and all("Leaf-99.GPU.S9825" in line and line in lines for line in stored)
 
 
+@pytest.mark.e2e
 def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full_build(
         engine, spark, config, tmp_path):
     """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: gold is rebuilt for

@@ -123,6 +123,7 @@ def demo_lake(engine, tmp_path_factory):
     return config
 
 
+@pytest.mark.e2e
 def test_every_project_suite_reports_what_gx_reports(spark, demo_lake, tmp_path):
     """The project's own suites on the demo lake's tables (up to 5,000 rows each, staged so both
     read the same rows): the gate's outcomes equal GX's, rule by rule."""
