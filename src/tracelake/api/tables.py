@@ -1,8 +1,39 @@
-"""The reads of the lake that a source's builds and report pages make. A source imports them
-from here, never from `tracelake.delta`, so the kernel may change how it stores and compares
-tables without touching a source."""
+"""The reads of the lake, and of the run's own staged parse, that a source's builds and report
+pages make. A source imports them from here, never from `tracelake.delta` or `tracelake.run`,
+so the kernel may change how it stores and compares tables without touching a source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.delta.fingerprint import changed_groups
+from tracelake.io.parse import PARSE_ERRORS
+from tracelake.io.staging import exact_path, parse_path
+from tracelake.quality.gate import load_suite
+from tracelake.quality.split import row_flags
 
-__all__ = ["changed_groups", "partition_predicate", "read_tables"]
+__all__ = ["changed_groups", "partition_predicate", "read_tables", "staged_parse"]
+
+
+def staged_parse(spark: SparkSession, scratch: Path, table: str) -> DataFrame | None:
+    """The rows of `table` that this run's bronze step parsed, staged and kept (no parse
+    problem, no quarantine rule's flag), with every column the parser added (e.g. values it
+    computed in the same pass); None when the run staged no parse of `table`, or when a rule
+    only GX evaluates may have set rows aside (then only the table itself says what was kept)."""
+    path = parse_path(scratch, table)
+    flags, by_gx = row_flags(load_suite(table))
+    if by_gx or not path.is_dir():
+        return None
+    parts = [spark.read.parquet(str(p)) for p in (path, exact_path(path)) if p.is_dir()]
+    parts = [p for p in parts if p.columns]  # Sail writes no file for zero rows
+    if not parts:
+        return None
+    rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1], allowMissingColumns=True)
+    kept = F.size(F.col(PARSE_ERRORS)) == 0
+    for name in flags:
+        kept = kept & ~F.col(name)
+    return rows.filter(kept)

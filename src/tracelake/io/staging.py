@@ -3,6 +3,7 @@ counts, the gate and the commit read stored rows instead of recomputing them."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,20 +13,34 @@ from pyspark.sql import DataFrame
 
 @dataclass(frozen=True)
 class Checked:
-    """A fast parse that is trusted only once its stored rows pass a check (e.g. a CSV read that
-    may skip a line): ingest stages `frame`, keeps it when `holds(staged)` is true, and otherwise,
-    or when staging it fails, parses again with `fallback()` (exact, slower)."""
+    """A fast parse that is trusted only once its stored rows pass a check: ingest stages
+    `frame` and keeps it when `holds(staged)` is true. Otherwise, with `rest`, it keeps what
+    `rest(staged)` says is good and stages the exact parse of the remainder beside it (the
+    common case of one bad file costs that file's exact parse, not the hour's); without `rest`,
+    or when staging the fast parse fails, it parses everything again with `fallback()`."""
 
     frame: DataFrame
     holds: Callable[[DataFrame], bool]
     fallback: Callable[[], DataFrame]
+    rest: Callable[[DataFrame], tuple[DataFrame, DataFrame]] | None = None
+
+
+def parse_path(staging: Path, table: str) -> Path:
+    """Where a run stages the parse of `table` (a second folder, `-exact`, may hold the rows
+    parsed line by line beside it): the bronze step writes it, a derived rebuild may read it."""
+    return Path(staging) / f"{table}.parquet"
+
+
+def exact_path(path: str | Path) -> Path:
+    return Path(f"{path}-exact")
 
 
 def settle(
     parsed: DataFrame | Checked, path: str | Path, project: Callable[[DataFrame], DataFrame] = lambda f: f,
 ) -> tuple[DataFrame, bool]:
-    """(the staged rows of `project(parse)`, whether a Checked fast parse held). Staging and the
-    check read the same stored rows, so the fast parse costs one pass when it holds."""
+    """(the staged rows of `project(parse)`, whether a Checked fast parse held whole). Staging
+    and the check read the same stored rows, so the fast parse costs one pass when it holds."""
+    shutil.rmtree(exact_path(path), ignore_errors=True)  # an earlier batch's, in the same run
     if not isinstance(parsed, Checked):
         return stage(project(parsed), path), False
     try:
@@ -34,6 +49,9 @@ def settle(
         staged = None
     if staged is not None and parsed.holds(staged):
         return staged, True
+    if staged is not None and parsed.rest is not None:
+        good, remainder = parsed.rest(staged)
+        return good.unionByName(stage(project(remainder), exact_path(path)), allowMissingColumns=True), False
     return stage(project(parsed.fallback()), path), False
 
 

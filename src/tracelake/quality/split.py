@@ -66,7 +66,8 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     floats null, see _failed_values), each quarantine rule's rejects as a flag column (evaluated
     on those values, for the rows that parsed), and the raw line and values only for rows that
     failed or were flagged (building them for every row costs more than the parse; a rule GX
-    evaluates needs them all, and the row ids)."""
+    evaluates needs them all, and the row ids). Columns a parser adds beyond the contract (e.g.
+    rates computed in the same pass) are staged with the rows, for a derived table to use."""
     failed = F.size(F.col(PARSE_ERRORS)) > 0
     flag_cols = [F.coalesce(rejects(exp, domain=~failed), F.lit(False)).alias(name) for name, exp in flags.items()]
     bad = failed
@@ -75,9 +76,11 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     keep_raw = F.lit(True) if row_ids else bad
     data = [c.name for c in schema.data_columns]
     ids = [ROW_ID] if row_ids else []
+    contract = {*data, "source_file", "raw_line", "raw_values_json", ROW_ID, PARSE_ERRORS}
+    extras = [c for c in parsed.columns if c not in contract]
     values = parsed.select(*_failed_values(schema, failed), "source_file", "raw_line", "raw_values_json", *ids,
-                           PARSE_ERRORS)
+                           PARSE_ERRORS, *extras)
     flagged = values.select("*", *flag_cols)
     return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
                           F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
-                          *ids, PARSE_ERRORS, *flags)
+                          *ids, PARSE_ERRORS, *flags, *extras)

@@ -21,7 +21,7 @@ from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, commit
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID, parse_delimited
-from tracelake.io.staging import Checked, settle
+from tracelake.io.staging import Checked, parse_path, settle
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, warning_lines
@@ -71,7 +71,7 @@ def prepare_table(
     suite = load_suite(table)
     flags, by_gx = row_flags(suite)
     try:
-        parsed, _ = settle((parser or parse_delimited)(spark, files, schema), run.staging / f"{table}.parquet",
+        parsed, _ = settle((parser or parse_delimited)(spark, files, schema), parse_path(run.staging, table),
                            lambda frame: staged_form(frame, schema, flags, by_gx))
     except TracelakeError:
         raise

@@ -5,22 +5,17 @@ it is (§3.2, the rule table below, verified on every real file); the rows say i
 are kept so the quality gate can check they agree. `SaveTimeUTC` (epoch ms) is the time key;
 `SaveTime` (China time with a Chinese weekday) is kept as delivered text.
 
-Reading (measured on the 350 real files, Sail, 2 cores). Sail has no input_file_name(), so a
-row's file is known either from a read of that file alone or from the row itself:
-  fast path   Spark's CSV reader, one read per switch folder, every field as text: 1.4 s of
-              parse. The row's PortName names its file through the folder's listing, and the
-              result is used only if every file gets exactly as many rows as it has data lines,
-              each of its lines names its port, and no text holds U+FFFD (the reader's stand-in
-              for a byte that is not UTF-8).
-  exact path  one text read per file, the file's identity as literals, combined as a balanced
-              union tree (a left-deep union of 350 reads crashes the Spark Connect client),
-              each line split once: 4.4 s. Taken when the CSV read fails (a line with another
-              number of fields), skips a blank line, or puts a row in another port's file.
-Both give io.parse.parse_lines' contract and messages: rows that do not split into 10 fields or
-do not cast go to quarantine with reasons. Rejected alternatives: Spark's CSV reader per file
-(planning 350 reads costs 0.7 s more than the parse), binaryFile + pyarrow parsing in
-mapInArrow (~15 s), a literal (port -> file) map per row (12 s), a join with the listing
-(8 s an hour more than the naming rule).
+Reading: one pass per file (portpass). A DataFrame of the hour's file paths goes through
+mapInArrow; each file is read once, whole, by pyarrow's CSV reader where the task runs, checked
+(field counts, UTF-8, types, the port and switch on every line), typed, and rated with numpy in
+the same pass (one file is one port's series: no shuffle, no sort of the hour). The rows are
+staged once with their rates; bronze.zj_port_counters is committed from them, and
+silver.zj_port_rates takes the rates, computing again only each port's opening rows from the
+hour before (transforms/ports.rates_from_pass). A file that fails a check is parsed line by line
+instead (one text read of that file, each line split once), so every quarantine row and reason
+is the exact parse's. Rejected earlier, measured: Spark's CSV reader per switch folder with
+checks after the fact (a second read of every file, and window rates over the hour: a sort of
+every row), binaryFile + pyarrow in mapInArrow (the bytes through the engine, ~15 s an hour).
 """
 
 from __future__ import annotations
@@ -28,24 +23,24 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
-from tracelake.api.tables import changed_groups, read_tables
+from tracelake.api.tables import changed_groups, read_tables, staged_parse
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.parse import COUNT_OK, N_FIELDS, raw_field, split_fields, type_fields
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked
 from tracelake.io.text import RawFile, check_header, read_lines
 from tracelake.schema import TableSchema
+from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.ports import (
@@ -53,6 +48,7 @@ from tracelake.sources.zhejiang.transforms.ports import (
     is_opening,
     opening_marks,
     port_rates,
+    rates_from_pass,
     rates_of,
 )
 
@@ -195,119 +191,78 @@ def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
     return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema, lean=True)
 
 
-# ---------------------------------------------------------------- the fast path: Spark's CSV reader
+# ---------------------------------------------------------------- the one pass: each file read, checked, typed and rated
 
-def own_port_lines(raw: RawFile) -> tuple[int, bool]:
-    """(lines after the header, as the text read counts them, a last line without LF included;
-    whether each names the file's own port): the count of `,<port>,` equals the
-    line count only when every line holds it, as no other field of a line can (times, the
-    switch's name, numbers). The fast path attributes a row to a file by its PortName, so two
-    files that traded rows would otherwise pass a check of counts alone."""
-    with open(raw.path, "rb") as fh:
-        data = fh.read()
-    lines = data.count(b"\n") + (0 if not data or data.endswith(b"\n") else 1) - 1
-    return lines, data.count(f",{raw.constants['file_port_name']},".encode()) == lines
+def _file_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """One row per port file (portpass.FILE_COLUMNS), spread over the engine's partitions."""
+    rows = [(f.path, f.name, f.constants["hour_cst"], f.constants["folder_device_name"],
+             f.constants["file_port_name"]) for f in files]
+    frame = spark.createDataFrame(rows, ", ".join(f"{c} string" for c in portpass.FILE_COLUMNS))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+    return frame.repartition(min(partitions, len(files)))
 
 
-def _file_for_port(folder: str, port: Column) -> Column:
-    """file_name_for_port as a column expression: the lineage name of the file a port's rows
-    belong in, from the name's last `/` part (`12:1` -> `_12_1`, `40` -> `_40`, the management
-    port's `0` -> `_0`). A name of another form yields a file of the wrong port, or one the folder
-    does not have: either way _csv_read_holds sees rows whose port is not their file's and the
-    files are parsed line by line. String functions, not regexes: cheaper per row (a full hour's
-    staging measured 10.6 s against 12.3-16.0 s with the regexes, on a noisy machine)."""
-    suffix = F.translate(F.substring_index(port, "/", -1), ":", "_")
-    prefix = f"{folder}/{file_prefix(folder.rsplit('/', 1)[-1])}_"
-    return F.concat(F.lit(prefix), suffix, F.lit(".csv"))
+def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """The parse contract of `files` from portpass, one pass each, with the rate columns it adds
+    (portpass.RATE_COLUMNS) and its marker rows (portpass.EXACT: files to parse line by line,
+    which carry a parse problem so that nothing counts them as rows)."""
+    out = _file_rows(spark, files).mapInArrow(portpass.parse_files, portpass.OUTPUT_DDL)
+    marker = F.col(portpass.EXACT)
+    no_problem = F.array().cast("array<string>")
+    return out.select(
+        *[F.col(c.name) for c in schema.data_columns], "source_file",
+        F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
+        F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
+        F.when(marker, F.array(F.lit(EXACT_REASON))).otherwise(no_problem).alias(PARSE_ERRORS),
+        *[name for name, _ in portpass.RATE_COLUMNS], marker.alias(portpass.EXACT),
+    )
 
 
-def _csv_fields(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """split_fields' output from Spark's CSV reader: one read per switch folder, every field as
-    text, quoting off (the format has none, so a quote stays a character, as in a text read).
-
-    The reader cannot say which file a row came from (Sail has no input_file_name()); the row's
-    own PortName says, by the naming rule (a per-row join with the folder listing costs 8 s an
-    hour, the rule 1.7 s). _csv_read_holds checks every file's rows against its line count
-    and its port once they are stored, before the result is used."""
-    raw_schema = ", ".join(f"`{name}` string" for name in schema.raw_header)
-    by_folder: dict[str, list[RawFile]] = {}
-    for raw in files:
-        by_folder.setdefault(raw.name.rsplit("/", 1)[0], []).append(raw)
-    constants = sorted({k for f in files for k in f.constants} - {"file_port_name"})
-    n_fields = len(schema.raw_header)
-    raws = [F.col(raw_field(i)) for i in range(n_fields)]
-    port = F.col(raw_field(schema.raw_header.index("PortName")))
-    frames = []
-    for folder, members in by_folder.items():
-        rows = spark.read.schema(raw_schema).options(header=True, quote="\u0000", mode="FAILFAST").csv(
-            [f.path for f in members])
-        fields = rows.select(*[F.col(f"`{name}`").alias(raw_field(i)) for i, name in enumerate(schema.raw_header)])
-        frames.append(fields.select(
-            _file_for_port(folder, port).alias("source_file"),
-            *[F.lit(members[0].constants.get(k)).cast("string").alias(k) for k in constants],
-            port.alias("file_port_name"),
-            F.concat_ws(schema.delimiter, *[F.coalesce(r, F.lit("")) for r in raws]).alias("raw_line"),
-            F.lit(True).alias(COUNT_OK), F.lit(n_fields).alias(N_FIELDS), *raws,
-        ))
-    return union_all(frames)
+EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 
 
-def _csv_read_holds(files: list[RawFile], counting: Future) -> Callable[[DataFrame], bool]:
-    """The fast path's check of its stored rows: every file has exactly its own port's rows, as
-    many as it has data lines, and each of its lines names that port (both read in a thread
-    while the engine parses); and no text field holds U+FFFD, which is how Spark's CSV reader
-    stores a byte that is not UTF-8 (the text read of the exact path refuses the file instead)."""
-    def holds(staged: DataFrame) -> bool:
-        found = counting.result()
-        if not all(own for _, own in found.values()):
-            log.info("%s: a file holds lines of another port, parsing line by line", TABLE)
-            return False
-        expected = {key: n for key, (n, _) in found.items() if n > 0}
-        lossy = F.concat_ws("", "save_time", "device_name").contains("\ufffd")
-        rows = staged.groupBy("source_file", "port_name").agg(
-            F.count(F.lit(1)).alias("n"), F.max(lossy).alias("lossy")).collect()
-        got = {(r["source_file"], r["port_name"]): r["n"] for r in rows}
-        if got != expected or any(r["lossy"] for r in rows):
-            log.info("%s: rows do not match the files' lines, parsing line by line", TABLE)
-            return False
-        return True
-    return holds
+def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile]) -> Callable:
+    """Checked.rest: the staged pass without its marker rows, and the exact parse of the files
+    they name (by their lineage names)."""
+    by_name = {f.name: f for f in files}
+
+    def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
+        marked = sorted(r[0] for r in staged.filter(F.col(portpass.EXACT)).select("source_file").collect())
+        log.info("%s: %d file(s) parsed line by line", TABLE, len(marked))
+        return staged.filter(~F.col(portpass.EXACT)), exact([by_name[name] for name in marked])
+    return rest
 
 
 def parse_port_files(
     spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None
 ) -> DataFrame | Checked:
-    """The TableInput parser: header check per file, then the fast path if `staging` is given.
-
-    Fast path (measured on the 350 real files: 1.4 s against 4.4 s): Spark's CSV reader, one
-    read per switch folder, checked once stored (io.staging.settle): every file must have exactly
-    as many rows attributed to it as it has data lines, each naming its port. Spark's CSV reader
-    skips blank lines, fails the whole read on a line with another number of fields and stores a
-    byte that is not UTF-8 as U+FFFD; in each case, and whenever a row names a port of another
-    file, the files are parsed again line by line (one text read per file), where each such line
-    is kept with its reason (and a file that is not UTF-8 is refused, naming it)."""
+    """The TableInput parser. With `staging` (an ingest), the one pass: every file read once,
+    checked, typed and rated in Arrow (portpass); a file that fails a check is parsed line by
+    line instead (io.text.read_lines, io.parse: each line keeps its value or its reasons, and a
+    file whose header is not the documented one, or that is not UTF-8, is refused, naming it).
+    Without `staging`, the exact parse of every file."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    for raw in files:
-        check_header(raw, schema)
-    def exact() -> DataFrame:
-        return parse_fields(_read_lines(spark, files, schema), schema)
+
+    def exact(chosen: list[RawFile] = files) -> DataFrame:
+        for raw in chosen:
+            check_header(raw, schema)
+        return parse_fields(_read_lines(spark, chosen, schema), schema)
 
     if staging is None:
         return exact()
-    pool = ThreadPoolExecutor(max_workers=1)
-    counting = pool.submit(lambda: {(f.name, f.constants["file_port_name"]): own_port_lines(f) for f in files})
-    pool.shutdown(wait=False)  # the count runs on while the engine parses
-    fast = type_fields(_csv_fields(spark, files, schema), schema, lean=True)
-    return Checked(fast, _csv_read_holds(files, counting), exact)
+    def holds(staged: DataFrame) -> bool:
+        return not staged.filter(F.col(portpass.EXACT)).limit(1).collect()
+    return Checked(one_pass(spark, files, schema), holds, exact, _only_rated(exact, files))
 
 
 # ---------------------------------------------------------------- derived
 
 def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
     """The rates of the changed hours, from their counters plus the carried state of the hour
-    before each; and of the stored hour after each, whose opening rows continue from it: only
-    those rows are recomputed, and the hour is replaced only when they differ from the stored
+    before each (for an hour this run's one pass rated, its rates with only the opening rows
+    computed again: transforms/ports.rates_from_pass); and of the stored hour after each, whose
+    opening rows continue from it: only those rows are recomputed, and the hour is replaced only when they differ from the stored
     ones. Nothing else of the lake is read, so a re-ingested hour costs about what a new one does."""
     counters, stored = read_tables(spark, config, TABLE, RATES_TABLE)
     if counters is None:
@@ -315,7 +270,11 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
     own = sorted({values[0] for values in changed[TABLE]})
     hours, _ = hours_to_rebuild(counters, set(own))
     state = carried_state(counters.filter(F.col("hour_cst").isin(sorted({shift_hour(h, -1) for h in own} - set(own)))))
-    rates = rates_of(counters.filter(F.col("hour_cst").isin(own)), state, own)
+    passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
+    if passed is not None and "rate_status" in passed.columns:  # the one pass rated them: patch the opening rows
+        rates = rates_from_pass(passed, state, own[0])
+    else:
+        rates = rates_of(counters.filter(F.col("hour_cst").isin(own)), state, own)
     following = [h for h in hours if h not in own]
     if not following:
         return rates, tuple((h,) for h in own)

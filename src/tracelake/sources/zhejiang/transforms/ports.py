@@ -183,3 +183,53 @@ def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: 
     the hours before them); only rows of `hours` are returned."""
     rows = state.select(*counters.columns).unionByName(counters)
     return port_rates(rows, **limits).filter(F.col("hour_cst").isin(hours))
+
+
+PASS_RATES = {"status": "rate_status", "interval_start_utc": "rate_interval_start_utc", "interval_s": "rate_interval_s",
+              "dt_s": "rate_dt_s", "in_bytes_per_s": "rate_in_bps", "out_bytes_per_s": "rate_out_bps",
+              "in_util": "rate_in_util", "out_util": "rate_out_util"}  # silver column -> the pass's column
+
+
+def opening_prefix(rows: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> Column:
+    """Over `rows` joined with prefix_marks: whether a row's rate, computed with its hour alone
+    (portpass), can differ from its rate after the hour before (`state`). Per port with rows in
+    `state`, the cut is 2 x max_gap_s after the later of its hour's first row and the state's last
+    row; a row whose previous row in its hour lies after the cut has the same previous poll, the
+    same anchor (an update of its hour, or one more than max_gap_s before it either way) and so
+    the same status, interval and rate in both. The rows up to the first after the cut form a
+    prefix in time: recomputed with the state, they see every row before them."""
+    previous_us = F.unix_micros(F.col("save_time_utc")) - F.round(F.col("rate_dt_s") * 1_000_000).cast("bigint")
+    return F.col("_cut_us").isNotNull() & (F.col("rate_dt_s").isNull() | (previous_us <= F.col("_cut_us")))
+
+
+def prefix_marks(rows: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> DataFrame:
+    """Per port of `rows` that has rows in `state`: the cut of opening_prefix, in epoch micros."""
+    port = ["device_name", "port_name"]
+    first = rows.groupBy(*port).agg(F.min("save_time_utc").alias("_first"))
+    last = state.groupBy(*port).agg(F.max("save_time_utc").alias("_last"))
+    cut = F.unix_micros(F.greatest("_first", "_last")) + F.lit(int(2 * max_gap_s * 1_000_000))
+    return first.join(last, port).select(*port, cut.alias("_cut_us"))
+
+
+def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: float) -> DataFrame:
+    """port_rates of one hour's counter rows that carry the rates the one pass computed with the
+    hour alone (PASS_RATES; null in rows of files parsed line by line), continuing from `state`
+    (carried_state of the hour before): equal to rates_of(rows, state, [hour]), computing again
+    only the opening prefix of each port that the state reaches (opening_prefix) and the ports
+    the pass did not rate."""
+    counters = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
+    rated = rows.filter(F.col("rate_status").isNotNull())
+    marked = rated.join(F.broadcast(prefix_marks(rated, state, **limits)), ["device_name", "port_name"], "left")
+    prefix = opening_prefix(marked, state, **limits)
+    again = marked.filter(prefix).select(*counters).unionByName(
+        rows.filter(F.col("rate_status").isNull()).select(*counters))
+    is_32bit = F.col("port_name") == F.lit(MGMT_PORT)
+    negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
+    kept = marked.filter(~prefix).select(
+        "hour_cst", "device_name", "port_name", "save_time_utc",
+        *[F.col(PASS_RATES[c]).alias(c) for c in ("status", "interval_start_utc", "interval_s", "dt_s")],
+        *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
+        (is_32bit & negative).alias("counter_wrapped"), line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
+        *[F.col(PASS_RATES[c]).alias(c) for c in ("in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util")],
+    )
+    return kept.unionByName(rates_of(again, state, [hour], **limits))

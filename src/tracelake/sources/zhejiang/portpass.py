@@ -1,0 +1,210 @@
+"""One pass over each per-port counter file: read, checked, typed and rated together, in Arrow.
+
+One file is one port's series for one hour, so a file is the unit: the function reads it whole
+with pyarrow's CSV reader (by path, where the engine's task runs: a local path or any URL
+pyarrow.fs opens), checks everything the exact line-by-line parse would, types it, and computes
+each row's rate with numpy. No shuffle, no sort of the hour, no second read.
+
+What it checks, and what it does when a check fails: every line splits into the header's ten
+fields (an empty line or a stray comma fails the read), the bytes are UTF-8, every value casts
+to its column's type and is present, times are epoch milliseconds of the years 2000-2099,
+ratios are finite, and every row names the file's own port and switch. A file that fails any
+check yields a single marker row (`EXACT` true) and no data: ports.parse_port_files parses such
+files line by line, where each line keeps its value or its reasons, exactly as before. So the
+pass never has to reproduce a quarantine reason.
+
+Rates (transforms/ports.port_rates' rules, vectorised): the file is rated as if its hour were
+the whole history (its first row `first`). Only rows near the hour's start can depend on the
+hour before; ports.rebuild_rates recomputes those from the carried state (opening_prefix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+import pyarrow.fs as pafs
+
+from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN
+from tracelake.sources.zhejiang.layout import MGMT_PORT
+from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
+
+EXACT = "_exact"  # the marker column: this file must be parsed line by line
+RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
+       "InRatio", "OutRatio")
+RAW_TYPES = {"SaveTime": pa.string(), "SaveTimeUTC": pa.int64(), "DeviceName": pa.string(),
+             "PortName": pa.string(), "InPkts": pa.int64(), "InOctets": pa.int64(), "OutPkts": pa.int64(),
+             "OutOctets": pa.int64(), "InRatio": pa.float64(), "OutRatio": pa.float64()}
+COUNTERS = ("InPkts", "InOctets", "OutPkts", "OutOctets")
+# the rate columns the pass adds to the parse (staged with it for silver.zj_port_rates)
+RATE_COLUMNS = (("rate_status", pa.string()), ("rate_interval_start_utc", pa.timestamp("us", tz="UTC")),
+                ("rate_interval_s", pa.float64()), ("rate_dt_s", pa.float64()), ("rate_in_bps", pa.float64()),
+                ("rate_out_bps", pa.float64()), ("rate_in_util", pa.float64()), ("rate_out_util", pa.float64()))
+FILE_COLUMNS = ("path", "source_file", "hour_cst", "folder_device_name", "file_port_name")
+OUTPUT = pa.schema([
+    ("hour_cst", pa.string()), ("device_name", pa.string()), ("port_name", pa.string()),
+    ("save_time_utc", pa.timestamp("us", tz="UTC")), ("save_time", pa.string()),
+    ("in_pkts", pa.int64()), ("in_octets", pa.int64()), ("out_pkts", pa.int64()), ("out_octets", pa.int64()),
+    ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
+    ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
+    ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (EXACT, pa.bool_()),
+])
+SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
+               pa.timestamp("us", tz="UTC"): "timestamp"}
+OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
+STATUS_NAMES = pa.array(STATUSES, pa.string())
+FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA, IDLE, OVER_LINE_RATE, NEGATIVE = range(len(STATUSES))
+
+
+def _open(path: str):
+    """The file as a stream: a local path, or any URL pyarrow.fs understands (s3://, abfss://, …)."""
+    if "://" in path:
+        fs, inner = pafs.FileSystem.from_uri(path)
+        return fs.open_input_stream(inner)
+    return pa.OSFile(path, "rb")
+
+
+HEADER = ",".join(RAW).encode()
+BOM = b"\xef\xbb\xbf"
+
+
+def read_port_file(path: str) -> pa.Table | None:
+    """The file typed by the documented header's columns, or None when any line would need the
+    exact parse (another header, a field count off, an empty line, a byte that is not UTF-8, a
+    value that does not cast or is missing)."""
+    with _open(path) as stream:
+        data = stream.read().removeprefix(BOM)  # as the exact parse strips it
+    header = data[: data.find(b"\n")] if b"\n" in data else data
+    if header.removesuffix(b"\r") != HEADER:
+        return None
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(RAW), skip_rows=1),
+            parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False),
+            convert_options=pcsv.ConvertOptions(column_types=RAW_TYPES, strings_can_be_null=False,
+                                                quoted_strings_can_be_null=False, null_values=[""],
+                                                check_utf8=True),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return None
+    if any(table.column(c).null_count for c in RAW):
+        return None
+    return table
+
+
+def _holds(table: pa.Table, device: str, port: str) -> bool:
+    """The checks the exact parse and the quarantine rules would otherwise make per row."""
+    ms = table.column("SaveTimeUTC")
+    if pc.any(pc.or_(pc.less(ms, EPOCH_MS_MIN), pc.greater(ms, EPOCH_MS_MAX))).as_py():
+        return False
+    for name in ("InRatio", "OutRatio"):
+        if not pc.all(pc.is_finite(table.column(name))).as_py():
+            return False
+    return (pc.all(pc.equal(table.column("PortName"), port)).as_py()
+            and pc.all(pc.equal(table.column("DeviceName"), device)).as_py())
+
+
+def line_rate_bps(port: str) -> int | None:
+    return next((bps for prefix, bps in LINE_RATES_BPS if port.startswith(prefix)), None)
+
+
+def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_gap_s: float = MAX_GAP_S,
+                     max_util: float = MAX_UTIL) -> dict[str, np.ndarray]:
+    """transforms/ports.port_rates over one port's rows in time order, with no row before them:
+    status codes, interval start (ms, NaN for none), interval, dt (ms), bytes/s and utilisation."""
+    n = len(ms)
+    mgmt = port == MGMT_PORT
+    if mgmt:  # 32-bit counters: a negative delta has wrapped
+        counts = [np.where(c < 0, c + WRAP, c) for c in counts]
+    negative = np.zeros(n, bool) if mgmt else np.logical_or.reduce([c < 0 for c in counts])
+    zero = np.logical_and.reduce([c == 0 for c in counts])
+    t = ms.astype(np.float64)
+    prev = np.empty(n)
+    prev[:1], prev[1:] = np.nan, t[:-1]
+    updates = np.maximum.accumulate(np.where(zero, -np.inf, t))
+    last_update = np.empty(n)
+    last_update[:1], last_update[1:] = -np.inf, updates[:-1]
+    anchor = np.where(np.isfinite(last_update), last_update, t[0])
+    limit = max_gap_s * 1000.0
+    dt = t - prev
+    status = np.select([np.isnan(prev), dt == 0, dt > limit, ~zero, (t - anchor) <= limit],
+                       [FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA], IDLE)
+    carried = (prev - anchor) <= limit
+    start = np.where(status == UPDATE, np.where(carried, anchor, prev), np.where(status == IDLE, prev, np.nan))
+    seconds = (t - start) / 1000.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        in_bps, out_bps = counts[1] / seconds, counts[3] / seconds
+        bps = line_rate_bps(port)
+        in_util = in_bps * 8 / bps if bps else np.full(n, np.nan)
+        out_util = out_bps * 8 / bps if bps else np.full(n, np.nan)
+    too_fast = (status == UPDATE) & (np.fmax(in_util, out_util) > max_util)
+    status = np.where(negative, NEGATIVE, np.where(too_fast, OVER_LINE_RATE, status))
+    keep = ~np.isnan(start) & ~too_fast & ~negative
+    return {"status": status, "start": np.where(keep, start, np.nan), "seconds": np.where(keep, seconds, np.nan),
+            "dt": dt, "in_bps": np.where(keep, in_bps, np.nan), "out_bps": np.where(keep, out_bps, np.nan),
+            "in_util": np.where(keep, in_util, np.nan), "out_util": np.where(keep, out_util, np.nan)}
+
+
+def _nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    return pc.take(pa.array([value], pa.string()), pa.array(np.zeros(n, np.int64)))
+
+
+def rated_rows(table: pa.Table, file: dict) -> pa.Table:
+    """The file's rows as the parse contract's typed columns plus the rate columns."""
+    ms = table.column("SaveTimeUTC").to_numpy()
+    order = None if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])) else np.argsort(ms, kind="stable")
+    if order is not None:
+        table, ms = table.take(order), ms[order]
+    counts = [table.column(c).to_numpy() for c in COUNTERS]
+    rates = standalone_rates(ms, counts, file["file_port_name"])
+    n = len(ms)
+    lines = np.arange(2, n + 2, dtype=np.int64) if order is None else order.astype(np.int64) + 2
+    start = rates["start"]
+    columns = {
+        "hour_cst": _constant(file["hour_cst"], n), "device_name": table.column("DeviceName"),
+        "port_name": table.column("PortName"), "save_time_utc": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
+        "save_time": table.column("SaveTime"), "in_pkts": table.column("InPkts"),
+        "in_octets": table.column("InOctets"), "out_pkts": table.column("OutPkts"),
+        "out_octets": table.column("OutOctets"), "in_ratio": table.column("InRatio"),
+        "out_ratio": table.column("OutRatio"), "folder_device_name": _constant(file["folder_device_name"], n),
+        "file_port_name": _constant(file["file_port_name"], n), "source_file": _constant(file["source_file"], n),
+        "line_number": pa.array(lines),
+        "rate_status": pc.take(STATUS_NAMES, pa.array(rates["status"])),
+        "rate_interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
+                                                    mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
+        "rate_interval_s": _nullable(rates["seconds"]), "rate_dt_s": _nullable(rates["dt"] / 1000.0),
+        "rate_in_bps": _nullable(rates["in_bps"]), "rate_out_bps": _nullable(rates["out_bps"]),
+        "rate_in_util": _nullable(rates["in_util"]), "rate_out_util": _nullable(rates["out_util"]),
+        EXACT: pa.array(np.zeros(n, bool)),
+    }
+    return pa.table(columns, schema=OUTPUT)
+
+
+def _marker(file: dict) -> pa.Table:
+    """One row saying: parse this file line by line."""
+    row = {f.name: pa.nulls(1, f.type) for f in OUTPUT}
+    row.update(source_file=pa.array([file["source_file"]]), hour_cst=pa.array([file["hour_cst"]]),
+               **{EXACT: pa.array([True])})
+    return pa.table(row, schema=OUTPUT)
+
+
+def one_file(file: dict) -> pa.Table:
+    table = read_port_file(file["path"])
+    if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
+        return _marker(file)
+    return rated_rows(table, file)
+
+
+def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file."""
+    for batch in batches:
+        for file in batch.to_pylist():
+            yield from one_file(file).to_batches()
