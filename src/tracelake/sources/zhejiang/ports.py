@@ -37,7 +37,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID, split_fields, type_fields
-from tracelake.io.staging import Checked
+from tracelake.io.staging import Checked, stage
 from tracelake.io.text import RawFile, check_header, read_lines
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
@@ -269,7 +269,9 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
         return None
     own = sorted({values[0] for values in changed[TABLE]})
     hours, _ = hours_to_rebuild(counters, set(own))
-    state = carried_state(counters.filter(F.col("hour_cst").isin(sorted({shift_hour(h, -1) for h in own} - set(own)))))
+    before = sorted({shift_hour(h, -1) for h in own} - set(own))
+    # a few rows per port, read by several queries below: staged once
+    state = stage(carried_state(counters.filter(F.col("hour_cst").isin(before))), scratch / "zj_port_state")
     passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
     if passed is not None and "rate_status" in passed.columns:  # the one pass rated them: patch the opening rows
         rates = rates_from_pass(passed, state, own[0])

@@ -139,21 +139,28 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
 def carried_state(earlier: DataFrame) -> DataFrame:
     """The counter rows of earlier hours that the rates after them depend on: per hour and port
     its first row, its last row (the previous poll) and its last non-zero row (the carry anchor).
-    Per hour, so that hours that are not adjacent each keep their own last rows.
+    Per hour, so that hours that are not adjacent each keep their own last rows. Only what the
+    rates after them read is kept of these rows: the instant and whether the row is all zeros
+    (a non-zero row's counters read 1), found in one aggregation of the hours.
 
     port_rates of later rows computed over these rows + the later rows equal port_rates over
     the whole history, except for a port whose earlier stretch has no non-zero row and which
     also had rows before that stretch (its anchor would then be older still): an hour-long
     stretch of zeros, which classifies as idle either way."""
-    zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
-    port = ["device_name", "port_name"]
-    marks = earlier.groupBy("hour_cst", *port).agg(
-        F.min("save_time_utc").alias("_first"), F.max("save_time_utc").alias("_last"),
-        F.max(F.when(~zero, F.col("save_time_utc"))).alias("_last_update"),
-    )
+    nonzero = ~reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
+    port = ["hour_cst", "device_name", "port_name"]
     ts = F.col("save_time_utc")
-    keep = (ts == F.col("_first")) | (ts == F.col("_last")) | (ts == F.col("_last_update"))
-    return earlier.join(marks, ["hour_cst", *port]).filter(keep).select(*earlier.columns)
+    marks = earlier.groupBy(*port).agg(  # plain min/max: aggregating structs cost 5 s a full hour
+        F.min(ts).alias("_first"), F.max(ts).alias("_last"),
+        F.min(F.when(nonzero, ts)).alias("_first_update"), F.max(F.when(nonzero, ts)).alias("_update"))
+
+    at = F.explode(F.array("_first", "_last", "_update")).alias("save_time_utc")  # a null _update: no row
+    rows = marks.select(*port, "_first_update", "_update", at).filter(F.col("save_time_utc").isNotNull())
+    is_update = F.coalesce(ts == F.col("_first_update"), F.lit(False)) | F.coalesce(ts == F.col("_update"), F.lit(False))
+    # one row per instant (the last row is often the last update): a group-by, as Sail 0.7.2's
+    # dropDuplicates over exploded values kept one row per port (measured)
+    one = rows.groupBy(*port, "save_time_utc").agg(F.max(is_update.cast("bigint")).alias("_nz"))
+    return one.select(*port, "save_time_utc", *[F.col("_nz").alias(c) for c in COUNTERS])
 
 
 def opening_marks(hour: DataFrame) -> DataFrame:
@@ -181,7 +188,8 @@ def is_opening(max_gap_s: float = MAX_GAP_S) -> Column:
 def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: float) -> DataFrame:
     """port_rates of the counter rows of `hours`, continuing from `state` (carried_state of
     the hours before them); only rows of `hours` are returned."""
-    rows = state.select(*counters.columns).unionByName(counters)
+    columns = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
+    rows = state.select(*columns).unionByName(counters.select(*columns))
     return port_rates(rows, **limits).filter(F.col("hour_cst").isin(hours))
 
 
@@ -190,22 +198,16 @@ PASS_RATES = {"status": "rate_status", "interval_start_utc": "rate_interval_star
               "in_util": "rate_in_util", "out_util": "rate_out_util"}  # silver column -> the pass's column
 
 
-def opening_prefix(rows: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> Column:
-    """Over `rows` joined with prefix_marks: whether a row's rate, computed with its hour alone
-    (portpass), can differ from its rate after the hour before (`state`). Per port with rows in
-    `state`, the cut is 2 x max_gap_s after the later of its hour's first row and the state's last
-    row; a row whose previous row in its hour lies after the cut has the same previous poll, the
-    same anchor (an update of its hour, or one more than max_gap_s before it either way) and so
-    the same status, interval and rate in both. The rows up to the first after the cut form a
-    prefix in time: recomputed with the state, they see every row before them."""
-    previous_us = F.unix_micros(F.col("save_time_utc")) - F.round(F.col("rate_dt_s") * 1_000_000).cast("bigint")
-    return F.col("_cut_us").isNotNull() & (F.col("rate_dt_s").isNull() | (previous_us <= F.col("_cut_us")))
-
-
-def prefix_marks(rows: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> DataFrame:
-    """Per port of `rows` that has rows in `state`: the cut of opening_prefix, in epoch micros."""
+def prefix_cuts(rated: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> DataFrame:
+    """Per port of `rated` (one pass's rows) that has rows in `state`: where its opening prefix
+    ends, `_cut_us` in epoch micros: 2 x max_gap_s after the later of its hour's first row (the
+    pass rated it `first`, with no previous row) and the state's last row. A row whose previous
+    row in its hour lies after the cut has the same previous poll, the same anchor (an update of
+    its hour, or one more than max_gap_s before it either way), and so the same status, interval
+    and rate with or without the hour before. The rows up to the first after the cut form a
+    prefix in time: computed again with the state, they see every row before them."""
     port = ["device_name", "port_name"]
-    first = rows.groupBy(*port).agg(F.min("save_time_utc").alias("_first"))
+    first = rated.filter(F.col("rate_dt_s").isNull()).select(*port, F.col("save_time_utc").alias("_first"))
     last = state.groupBy(*port).agg(F.max("save_time_utc").alias("_last"))
     cut = F.unix_micros(F.greatest("_first", "_last")) + F.lit(int(2 * max_gap_s * 1_000_000))
     return first.join(last, port).select(*port, cut.alias("_cut_us"))
@@ -215,17 +217,26 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
     """port_rates of one hour's counter rows that carry the rates the one pass computed with the
     hour alone (PASS_RATES; null in rows of files parsed line by line), continuing from `state`
     (carried_state of the hour before): equal to rates_of(rows, state, [hour]), computing again
-    only the opening prefix of each port that the state reaches (opening_prefix) and the ports
-    the pass did not rate."""
+    only the opening prefix of each port the state reaches (prefix_cuts) and the ports the pass
+    did not rate. The hour's rows are only filtered: the join with the cuts takes the rows
+    before the latest cut of any port, a few seconds of the hour."""
     counters = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
     rated = rows.filter(F.col("rate_status").isNotNull())
-    marked = rated.join(F.broadcast(prefix_marks(rated, state, **limits)), ["device_name", "port_name"], "left")
-    prefix = opening_prefix(marked, state, **limits)
-    again = marked.filter(prefix).select(*counters).unionByName(
-        rows.filter(F.col("rate_status").isNull()).select(*counters))
+    cuts = prefix_cuts(rated, state, **limits)
+    bound = cuts.agg(F.max("_cut_us")).first()[0]
+    previous_us = F.unix_micros(F.col("save_time_utc")) - F.round(F.col("rate_dt_s") * 1_000_000).cast("bigint")
+    unrated = rows.filter(F.col("rate_status").isNull()).select(*counters)
+    if bound is None:  # no port continues from the hour before
+        late, again = rated, unrated
+    else:
+        early = F.col("rate_dt_s").isNull() | (previous_us <= F.lit(bound))
+        marked = rated.filter(early).join(F.broadcast(cuts), ["device_name", "port_name"], "left")
+        prefix = F.col("_cut_us").isNotNull() & (F.col("rate_dt_s").isNull() | (previous_us <= F.col("_cut_us")))
+        late = rated.filter(~early).unionByName(marked.filter(~prefix).drop("_cut_us"))
+        again = marked.filter(prefix).select(*counters).unionByName(unrated)
     is_32bit = F.col("port_name") == F.lit(MGMT_PORT)
     negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
-    kept = marked.filter(~prefix).select(
+    kept = late.select(
         "hour_cst", "device_name", "port_name", "save_time_utc",
         *[F.col(PASS_RATES[c]).alias(c) for c in ("status", "interval_start_utc", "interval_s", "dt_s")],
         *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
