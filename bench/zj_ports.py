@@ -1,23 +1,21 @@
-"""Ingest throughput for the Zhejiang per-port counter files: tracelake on the embedded engine
-against DuckDB, Polars and a pandas notebook converting the same CSVs to Parquet, in one run so the ratio is
-visible (target: a full hour end to end at >= 0.5x DuckDB's plain CSV -> Parquet throughput).
-Prints figures; asserts nothing.
+"""Ingest throughput for the Zhejiang per-port counter files: tracelake against DuckDB, Polars and a
+pandas notebook on the same CSVs, in one run so the ratios are visible (target: a full hour end
+to end at >= 0.5x DuckDB's plain CSV -> Parquet, peak RSS <= 3 GB). Prints figures; asserts nothing.
 
     python bench/zj_ports.py [--raw RELEASE_DIR] [--repeat 3]
 
 --raw is a release folder holding trafficinfo/<hour>/<switch>/<port>.csv (default: the real
-sample at ../shared/data/zhejiang, 350 files); only its trafficinfo/ is ingested. tracelake's
-figure is the whole ingest: plan, parse, quality gate, quarantine, Delta write (MERGE, or the
-append it reduces to) into bronze.zj_port_counters, and the derived silver.zj_port_rates (window
-rates, gate, partition replace), with a breakdown of where the time goes; measured in-process on
-a warm engine, and again end to end as a user runs it (`tracelake ingest zhejiang`, process
-start to exit) beside DuckDB's, Polars's and pandas's processes from start to exit (pandas as a
-notebook does it: read_csv with the pyarrow engine per file, a file-name column, concat,
-to_parquet). Beside it, the same engine's plain CSV -> Parquet of the files (the ceiling for any
-ingest on that engine) and its CSV -> rates -> Parquet in one pass (the ceiling for any ingest
-that also stores the rates, as this one must). DuckDB, Polars and pandas run in child processes so each peak memory
-(VmHWM) is its own; tracelake's peak includes the in-process engine. Wall times depend on what
-else runs on the machine; CPU seconds are printed beside them.
+sample at ../shared/data/zhejiang, 350 files; a full generated hour:
+`tracelake generate zhejiang --out DIR --ports all`); only its trafficinfo/ is ingested.
+
+1. In process, on a warm engine, one ingest with a breakdown of where its time goes, and beside
+   it the same engine's floors: its plain CSV -> Parquet of the files, and tracelake's own one
+   pass (each file read, checked, typed and rated) -> Parquet, without gate, lineage or Delta.
+2. End to end as a user runs it, alternating A B A B in one loop so that the machine's drift hits
+   both alike: `tracelake ingest zhejiang` (process start to exit: imports, engine, parse, gate,
+   bronze and silver commits, every derived table) against DuckDB's plain CSV -> Parquet of the
+   same files, DuckDB computing the same rates with SQL windows (the fair peer), Polars, and
+   pandas as a notebook does it. Each in its own process, from start to exit, with its peak RSS.
 """
 
 from __future__ import annotations
@@ -36,16 +34,15 @@ from pathlib import Path
 
 os.environ.setdefault("RUST_LOG", "error")
 
-from pyspark.sql import functions as F  # noqa: E402
 
 from tracelake.config import load_config  # noqa: E402
 from tracelake.delta import commit as lake  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.run import bronze, derived  # noqa: E402
 from tracelake.run.pipeline import run_ingest  # noqa: E402
+from tracelake.schema import load_schema  # noqa: E402
 from tracelake.sources.zhejiang import ports  # noqa: E402
 from tracelake.sources.zhejiang.ports import TABLE, find_port_files  # noqa: E402
-from tracelake.sources.zhejiang.transforms.ports import COUNTERS, port_rates  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",
@@ -62,6 +59,32 @@ con = duckdb.connect()
 start, cpu = time.perf_counter(), time.process_time()
 con.execute(f"COPY (SELECT * FROM read_csv(?, header=true, columns=?, filename=true)) TO '{out}' (FORMAT parquet)",
             [files, columns])
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+rows = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()[0]
+peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
+print(json.dumps([wall, cpu, rows, peak]))
+"""
+DUCKDB_RATES = """
+import duckdb, json, sys, time
+files, out, columns = json.loads(sys.stdin.read())
+con = duckdb.connect()
+start, cpu = time.perf_counter(), time.process_time()
+con.execute(f\"\"\"COPY (
+  WITH t AS (SELECT *, SaveTimeUTC AS ms, (InPkts = 0 AND InOctets = 0 AND OutPkts = 0 AND OutOctets = 0) AS zero
+             FROM read_csv(?, header=true, columns=?, filename=true)),
+  w AS (SELECT *, lag(ms) OVER p AS prev_ms,
+               min(ms) OVER (p ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS first_ms,
+               max(CASE WHEN NOT zero THEN ms END) OVER (p ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS upd_ms
+        FROM t WINDOW p AS (PARTITION BY DeviceName, PortName ORDER BY ms)),
+  s AS (SELECT *, coalesce(upd_ms, first_ms) AS anchor,
+               CASE WHEN prev_ms IS NULL THEN 'first' WHEN ms = prev_ms THEN 'repeated' WHEN ms - prev_ms > 5000 THEN 'gap'
+                    WHEN NOT zero THEN 'update' WHEN ms - coalesce(upd_ms, first_ms) <= 5000 THEN 'no_new_data'
+                    ELSE 'idle' END AS status FROM w),
+  r AS (SELECT *, CASE WHEN status = 'update' THEN (CASE WHEN prev_ms - anchor <= 5000 THEN anchor ELSE prev_ms END)
+                       WHEN status = 'idle' THEN prev_ms END AS start_ms FROM s)
+  SELECT filename, DeviceName, PortName, ms, status, start_ms, (ms - start_ms) / 1000.0 AS interval_s,
+         InOctets / ((ms - start_ms) / 1000.0) AS in_bytes_per_s, OutOctets / ((ms - start_ms) / 1000.0) AS out_bytes_per_s
+  FROM r) TO '{out}' (FORMAT parquet)\"\"\", [files, columns])
 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 rows = con.execute(f"SELECT count(*) FROM '{out}'").fetchone()[0]
 peak = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
@@ -153,7 +176,7 @@ def _tracelake(raw: Path, work: Path, repeat: int) -> tuple[list[tuple[float, fl
             phases = {k: tuple(v) for k, v in totals.items()}
         files = [f.path for f in find_port_files(raw)]
         plain = _plain_conversion(engine.spark, files, work, repeat)
-        floor = _rates_floor(engine.spark, files, work, repeat)
+        floor = _pass_floor(engine.spark, raw, work, repeat)
     return runs, rows, phases, plain, floor
 
 
@@ -169,37 +192,22 @@ def _plain_conversion(spark, files: list[str], work: Path, repeat: int) -> list[
     return runs
 
 
-def _rates_floor(spark, files: list[str], work: Path, repeat: int) -> list[tuple[float, float]]:
-    """The engine's CSV -> port_rates -> Parquet of the same files in one pass: the product's rate
-    transform on typed rows, without lineage, gate, quarantine, a bronze copy or Delta. No ingest
-    that stores the rates can be faster on this engine, so its ratio bounds item 5's."""
-    schema = ", ".join(f"{name} {'STRING' if kind == 'VARCHAR' else kind}" for name, kind in COLUMNS.items())
+def _pass_floor(spark, raw: Path, work: Path, repeat: int) -> list[tuple[float, float]]:
+    """tracelake's one pass -> Parquet (ports.one_pass: each file read, checked, typed and rated),
+    without staging for the gate, quarantine, lineage or Delta: the floor of this design."""
+    files = find_port_files(raw)
+    schema = load_schema(TABLE)
     runs = []
     for i in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        rows = spark.read.schema(schema).option("header", True).csv(files)
-        typed = rows.select(
-            F.lit("hour").alias("hour_cst"), F.col("DeviceName").alias("device_name"),
-            F.col("PortName").alias("port_name"), F.timestamp_millis("SaveTimeUTC").alias("save_time_utc"),
-            *[F.col(raw).alias(name) for raw, name in zip(("InPkts", "InOctets", "OutPkts", "OutOctets"), COUNTERS)])
-        port_rates(typed).write.parquet(str(work / f"floor-{i}.parquet"))
+        ports.one_pass(spark, files, schema).write.parquet(str(work / f"pass-{i}.parquet"))
         runs.append((time.perf_counter() - wall, time.process_time() - cpu))
     return runs
 
 
-def _child(script: str, files: list[str], out: Path) -> tuple[float, float, int, int, float]:
-    """(conversion wall, its CPU, rows, peak RSS KB, the process's wall from start to exit)."""
-    payload = json.dumps([files, str(out), COLUMNS])
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True, text=True, check=True)
-    outer = time.perf_counter() - started
-    wall, cpu, rows, rss = json.loads(done.stdout.strip().splitlines()[-1])
-    return wall, cpu, rows, rss, outer
-
-
-def _cli_ingest(release: Path, lake: Path) -> tuple[float, float]:
-    """(wall, peak RSS GB) of `tracelake ingest zhejiang` as a user runs it: process start to
-    exit (imports, engine start, plan, parse, gate, Delta, rates, correlation)."""
+def _cli_ingest(release: Path, lake: Path) -> tuple[float, float, float]:
+    """(wall, CPU s, peak RSS GB) of `tracelake ingest zhejiang` as a user runs it: process start
+    to exit (imports, engine start, plan, parse, gate, Delta, rates, correlation)."""
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-m", "tracelake", "ingest", "zhejiang", "--raw", str(release),
                                 "--lake", str(lake)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -208,17 +216,52 @@ def _cli_ingest(release: Path, lake: Path) -> tuple[float, float]:
     wall = time.perf_counter() - started
     if status != 0:
         raise SystemExit(f"tracelake ingest failed: {process.stderr.read()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024 / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024 / 1024
 
 
-def _competitor(name: str, script: str, files: list[str], work: Path, repeat: int) -> tuple[list, int, int]:
-    runs, rows, rss, outer = [], 0, 0, []
+def _process(script: str, files: list[str], out: Path) -> tuple[float, float, int, float]:
+    """(wall from process start to exit, CPU s, rows, peak RSS GB) of a peer's child process."""
+    payload = json.dumps([files, str(out), COLUMNS])
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate(payload)
+    wall = time.perf_counter() - started
+    if process.returncode != 0:
+        raise RuntimeError(stderr.strip().splitlines()[-1] if stderr.strip() else "failed")
+    _, cpu, rows, rss = json.loads(stdout.strip().splitlines()[-1])
+    return wall, cpu, rows, rss / 1024 / 1024
+
+
+def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
+    """The CLI and every peer, one after another in each round, `repeat` rounds."""
+    release = _release(raw, work / "cli")
+    peers = {"duckdb CSV -> Parquet": DUCKDB, "duckdb CSV -> rates (SQL windows) -> Parquet": DUCKDB_RATES,
+             "polars CSV -> Parquet": POLARS, "pandas notebook CSV -> Parquet": PANDAS}
+    results: dict[str, list[tuple[float, float, float]]] = {"tracelake": []}
+    rows: dict[str, int] = {}
     for i in range(repeat):
-        wall, cpu, rows, peak, whole = _child(script, files, work / f"{name}-{i}.parquet")
-        runs.append((wall, cpu))
-        rss = max(rss, peak)
-        outer.append(whole)
-    return runs, rows, rss, statistics.median(outer)
+        results["tracelake"].append(_cli_ingest(release, work / f"cli-lake-{i}"))
+        for name, script in peers.items():
+            try:
+                wall, cpu, n, rss = _process(script, files, work / f"peer-{i}-{len(results)}.parquet")
+            except RuntimeError as exc:
+                print(f"{name}: failed ({exc})")
+                continue
+            results.setdefault(name, []).append((wall, cpu, rss))
+            rows[name] = n
+    ours = results.pop("tracelake")
+    wall = statistics.median(w for w, _, _ in ours)
+    cpu = statistics.median(c for _, c, _ in ours)
+    print(f"tracelake ingest zhejiang, CLI process start to exit: median {wall:.2f} s wall, {cpu:.2f} s CPU of "
+          f"{len(ours)}, peak RSS {max(r for _, _, r in ours):.2f} GB")
+    for name, runs in results.items():
+        pairs = list(zip(ours, runs))
+        wall_ratio = statistics.median(theirs[0] / mine[0] for mine, theirs in pairs)
+        cpu_ratio = statistics.median(theirs[1] / mine[1] for mine, theirs in pairs)
+        print(f"{name}: {rows[name]:,} rows, median {statistics.median(w for w, _, _ in runs):.2f} s wall "
+              f"({statistics.median(c for _, c, _ in runs):.2f} s CPU), peak RSS {max(r for _, _, r in runs):.2f} GB")
+        print(f"    its wall / tracelake's: {wall_ratio:.3f}x (CPU {cpu_ratio:.3f}x), paired run by run")
 
 
 def _line(label: str, runs: list[tuple[float, float]], rows: int, extra: str = "") -> float:
@@ -243,33 +286,17 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="tracelake-bench-zj-") as tmp:
         work = Path(tmp)
-        ours, rows, phases, plain, floor = _tracelake(_release(raw, work), work, args.repeat)
+        ours, rows, phases, plain, floor = _tracelake(_release(raw, work), work, 1)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        ours_rate = _line("tracelake ingest (local/Sail: parse, gate, Delta, silver rates)", ours, rows,
+        ours_rate = _line("tracelake ingest in process (warm engine: parse, gate, Delta, silver rates)", ours, rows,
                           f", peak RSS {peak:,.0f} MB (process incl. engine)")
         for name, (wall, cpu) in sorted(phases.items(), key=lambda kv: -kv[1][0]):
-            print(f"    {name:40s} {wall:6.2f} s wall {cpu:6.2f} s CPU (last run)")
-        plain_rate = _line("sail CSV -> Parquet alone (same engine; no lineage, gate, Delta, rates)", plain, rows)
-        print(f"    ratio tracelake / sail alone: {ours_rate / plain_rate:.3f}x")
-        floor_rate = _line("sail CSV -> rates -> Parquet in one pass (the floor of an ingest that stores rates)",
-                           floor, rows)
-        release = _release(raw, work / "cli")
-        cli = [_cli_ingest(release, work / f"cli-lake-{i}") for i in range(args.repeat)]
-        cli_wall = statistics.median(w for w, _ in cli)
-        print(f"tracelake ingest zhejiang, CLI process start to exit (an hour's full ingest): median {cli_wall:.2f} s "
-              f"of {len(cli)}, peak RSS {max(g for _, g in cli):.2f} GB")
-        for name, script in (("duckdb", DUCKDB), ("polars", POLARS), ("pandas", PANDAS)):
-            try:
-                runs, their_rows, rss, whole = _competitor(name, script, files, work, args.repeat)
-            except subprocess.CalledProcessError as exc:
-                print(f"{name}: failed ({exc.stderr.strip().splitlines()[-1] if exc.stderr else exc})")
-                continue
-            rate = _line(f"{name} CSV -> Parquet (typed, with file name)", runs, their_rows,
-                         f", peak RSS {rss / 1024:,.0f} MB")
-            print(f"    ratio tracelake / {name}: {ours_rate / rate:.3f}x; sail alone / {name}: "
-                  f"{plain_rate / rate:.3f}x; sail with rates, one pass / {name}: {floor_rate / rate:.3f}x")
-            print(f"    end to end (process start to exit): {name} {whole:.2f} s, tracelake CLI {cli_wall:.2f} s: "
-                  f"ratio {whole / cli_wall:.3f}x")
+            print(f"    {name:40s} {wall:6.2f} s wall {cpu:6.2f} s CPU")
+        plain_rate = _line("engine's plain CSV -> Parquet (no checks, lineage, gate, Delta, rates)", plain, rows)
+        floor_rate = _line("tracelake's one pass -> Parquet (read, check, type, rate; no gate, Delta)", floor, rows)
+        print(f"    in process, tracelake / plain: {ours_rate / plain_rate:.3f}x; tracelake / one pass: "
+              f"{ours_rate / floor_rate:.3f}x")
+        _alternated(raw, files, work, args.repeat)
 
 
 if __name__ == "__main__":

@@ -203,8 +203,21 @@ def one_file(file: dict) -> pa.Table:
     return rated_rows(table, file)
 
 
+BATCH_ROWS = 131_072  # files' rows handed to the engine together: fewer, larger batches
+
+
 def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file."""
+    """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file, handed
+    over in batches of about BATCH_ROWS rows."""
+    pending: list[pa.Table] = []
+    rows = 0
     for batch in batches:
         for file in batch.to_pylist():
-            yield from one_file(file).to_batches()
+            table = one_file(file)
+            pending.append(table)
+            rows += table.num_rows
+            if rows >= BATCH_ROWS:
+                yield from pa.concat_tables(pending).combine_chunks().to_batches()
+                pending, rows = [], 0
+    if pending:
+        yield from pa.concat_tables(pending).combine_chunks().to_batches()
