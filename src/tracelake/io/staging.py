@@ -4,8 +4,8 @@ counts, the gate and the commit read stored rows instead of recomputing them."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -23,6 +23,10 @@ class Checked:
     holds: Callable[[DataFrame], bool]
     fallback: Callable[[], DataFrame]
     rest: Callable[[DataFrame], tuple[DataFrame, DataFrame]] | None = None
+    # rules the fast parse checks itself: expectation id -> a boolean column of `frame`, true on
+    # a row the rule's query could return; when the parse held whole and no row is true, the
+    # gate records the rule as passed without running its query
+    verified: Mapping[str, str] = field(default_factory=dict)
 
 
 def parse_path(staging: Path, table: str) -> Path:

@@ -71,8 +71,8 @@ def prepare_table(
     suite = load_suite(table)
     flags, by_gx = row_flags(suite)
     try:
-        parsed, _ = settle((parser or parse_delimited)(spark, files, schema), parse_path(run.staging, table),
-                           lambda frame: staged_form(frame, schema, flags, by_gx))
+        parse = (parser or parse_delimited)(spark, files, schema)
+        parsed, held = settle(parse, parse_path(run.staging, table), lambda frame: staged_form(frame, schema, flags, by_gx))
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix
@@ -81,14 +81,18 @@ def prepare_table(
         raise
     failed = F.size(PARSE_ERRORS) > 0
     flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
-    counts = parsed.agg(  # one scan for every count
+    verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
+    counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
         F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
-                             for c in (failed, ~failed & flagged, ~failed & ~flagged)]).first()
-    rows_read, parse_failed, rows_flagged, rows_clean = (int(v) for v in counts)
+                             for c in (failed, ~failed & flagged, ~failed & ~flagged)],
+        *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
+    rows_read, parse_failed, rows_flagged, rows_clean = (int(v) for v in counts[:4])
+    cleared = {ident for ident, seen in zip(verified, counts[4:]) if not seen}
     good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
-                    ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()})
+                    ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
+                    cleared=cleared)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)

@@ -123,3 +123,34 @@ def test_files_the_pass_did_not_rate_are_rated_by_the_window(spark):
     expected = rates_of(_frame(spark, [r for p, (ms, c) in series.items() for r in _rows("2024052400", p, ms, c)]),
                         carried_state(state), ["2024052400"])
     assertDataFrameEqual(got.select(*SILVER), expected.select(*SILVER))
+
+
+def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(engine, config, tmp_path, monkeypatch):
+    """port_sample_unique, a group-by of the hour, is settled by the pass's per-file check when
+    every file took the pass and none repeats an instant: recorded with the figures the query
+    gives, without running it; a repeated instant runs the query, which stops the run."""
+    from tracelake.errors import QualityGateFailed
+    from tracelake.quality import gate
+    from tracelake.run.pipeline import run_ingest
+    from tracelake.sources.zhejiang.synth.ports import write_port_hour
+
+    asked: list[str] = []
+    real_query = gate._query_rows
+    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, query: asked.append(ident) or real_query(df, ident, query))
+    chosen = [("NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825", p) for p in PORTS]
+    files = write_port_hour(tmp_path / "raw", "2024052400", chosen,
+                            lambda folder, port, t: (np.full_like(t, 0.2), np.full_like(t, 0.1)), seed=5)
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}
+    rows = stats["bronze.zj_port_counters"].rows_read
+    assert "port_sample_unique" not in asked and "save_time_matches_utc" in asked
+    ops = engine.spark.read.format("delta").load(config.table_path("ops", "quality_results"))
+    key = ops.filter(F.col("expectation_id") == "port_sample_unique").select(
+        "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
+    assert [tuple(r) for r in key] == [(True, rows, 0, 0.0, "0")]
+
+    lines = files[0].read_text(encoding="utf-8").splitlines()
+    files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
+    asked.clear()
+    with pytest.raises(QualityGateFailed, match="port_sample_unique"):
+        run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))
+    assert "port_sample_unique" in asked

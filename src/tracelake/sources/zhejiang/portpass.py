@@ -33,6 +33,7 @@ from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
 
 EXACT = "_exact"  # the marker column: this file must be parsed line by line
+REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row before's: a key twice
 RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
        "InRatio", "OutRatio")
 RAW_TYPES = {"SaveTime": pa.string(), "SaveTimeUTC": pa.int64(), "DeviceName": pa.string(),
@@ -50,7 +51,8 @@ OUTPUT = pa.schema([
     ("in_pkts", pa.int64()), ("in_octets", pa.int64()), ("out_pkts", pa.int64()), ("out_octets", pa.int64()),
     ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
-    ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (EXACT, pa.bool_()),
+    ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
+    (EXACT, pa.bool_()),
 ])
 SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
                pa.timestamp("us", tz="UTC"): "timestamp"}
@@ -183,6 +185,7 @@ def rated_rows(table: pa.Table, file: dict) -> pa.Table:
         "rate_interval_s": _nullable(rates["seconds"]), "rate_dt_s": _nullable(rates["dt"] / 1000.0),
         "rate_in_bps": _nullable(rates["in_bps"]), "rate_out_bps": _nullable(rates["out_bps"]),
         "rate_in_util": _nullable(rates["in_util"]), "rate_out_util": _nullable(rates["out_util"]),
+        REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         EXACT: pa.array(np.zeros(n, bool)),
     }
     return pa.table(columns, schema=OUTPUT)

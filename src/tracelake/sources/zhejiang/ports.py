@@ -214,10 +214,11 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> 
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         F.when(marker, F.array(F.lit(EXACT_REASON))).otherwise(no_problem).alias(PARSE_ERRORS),
-        *[name for name, _ in portpass.RATE_COLUMNS], marker.alias(portpass.EXACT),
+        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, marker.alias(portpass.EXACT),
     )
 
 
+KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
 EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 
 
@@ -253,7 +254,10 @@ def parse_port_files(
         return exact()
     def holds(staged: DataFrame) -> bool:
         return not staged.filter(F.col(portpass.EXACT)).limit(1).collect()
-    return Checked(one_pass(spark, files, schema), holds, exact, _only_rated(exact, files))
+    # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
+    # one file an hour, and every row of a file the pass took names that port and switch
+    verified = {KEY_RULE: portpass.REPEATED_INSTANT}
+    return Checked(one_pass(spark, files, schema), holds, exact, _only_rated(exact, files), verified)
 
 
 # ---------------------------------------------------------------- derived
