@@ -29,7 +29,7 @@ ENV_PREFIX = "TRACELAKE_"
 # characters a local path may hold and still reach Sail's Delta writer unchanged; with others (a
 # space, %, #, non-ASCII) it writes the log under the URL-encoded path and the data files under
 # the twice-encoded one: two sibling folders, neither a readable table (measured, Sail 0.7)
-ENGINE_SAFE_PATH = re.compile(r"^[A-Za-z0-9/._+=,@~-]*$")
+ENGINE_SAFE_PATH = re.compile(r"[A-Za-z0-9/._+=,@~-]*")
 
 
 TIME_ZONE_KEY = "spark.sql.session.timeZone"
@@ -66,7 +66,7 @@ def engine_safe_path(local: Path) -> str:
     """A path to the local folder `local` that the embedded engine writes correctly: the folder
     itself when its path is plain, else a symlink to it whose path is (one per folder, in the
     temp dir). The files still land in `local`; only the engine sees the alias."""
-    if ENGINE_SAFE_PATH.match(str(local)):
+    if ENGINE_SAFE_PATH.fullmatch(str(local)):
         return str(local)
     local.mkdir(parents=True, exist_ok=True)
     aliases = Path(tempfile.gettempdir()) / "tracelake-paths"
@@ -77,7 +77,7 @@ def engine_safe_path(local: Path) -> str:
         temp.unlink(missing_ok=True)
         temp.symlink_to(local, target_is_directory=True)
         temp.replace(alias)  # atomic: a concurrent run sees the old or the new link, never none
-    if not ENGINE_SAFE_PATH.match(str(alias)):
+    if not ENGINE_SAFE_PATH.fullmatch(str(alias)):
         raise TracelakeError(f"lake path {local}: the temp dir {aliases} has characters the engine cannot write")
     return str(alias)
 

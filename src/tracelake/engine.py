@@ -20,7 +20,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from tracelake.config import SESSION_TIME_ZONE, TIME_ZONE_KEY, UTC_SPELLINGS, Config, spark_submit_remote
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, first_line
 
 DELTA_SPARK_VERSION = "4.4.1"
 DELTA_PACKAGE = f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"
@@ -207,7 +207,7 @@ def _start_connect(config: Config) -> Engine:
     try:
         spark = SparkSession.builder.remote(url).getOrCreate()
     except Exception as exc:  # noqa: BLE001
-        raise TracelakeError(f"cannot reach Spark Connect at {url}: {exc}") from exc
+        raise TracelakeError(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
     _apply_runtime_conf(spark, config.spark_conf)
     return Engine("connect", spark)
 

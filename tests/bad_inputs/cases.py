@@ -212,6 +212,14 @@ def _real_task_without_workbook(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _train_file_linked_to_a_secret(raw: Path) -> list[list[str]]:
+    """summary_train.csv is a symbolic link to a file whose first line is not for showing."""
+    secret = raw.parent / "secret.txt"
+    secret.write_text("root:$6$not-for-your-eyes:19000:0:99999:7:::\n")
+    (raw / "summary_train.csv").symlink_to(secret)
+    return [["ingest", "zeus", "--raw", str(raw)]]
+
+
 def _query(sql: str):
     def write(raw: Path) -> list[list[str]]:
         return [["query", sql]]
@@ -317,6 +325,8 @@ CASES = [
     Case("itp_key_arrives_later_from_another_file", _key_arrives_from_another_file, 0, rows={"bronze/itp_jobs": 3},
          reasons={"quarantine/itp_jobs": [["key already stored from raw-traces.tar.gz!cluster01.csv, a file not in this "
                                            "run: ingest both together to move it"]]}),
+    Case("itp_member_name_ends_in_a_newline", itp(good_itp(2), member="cluster02.csv\n"), 2,
+         "raw-traces.tar.gz: unexpected CSV member 'cluster02.csv\\n' (want clusterNN.csv)"),
     Case("itp_archive_crc_does_not_match", _archive_crc_flipped, 2, "truncated or corrupt archive (CRC check failed"),
     Case("itp_object_store_lake_without_a_staging_folder",
          lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--lake", "s3://nobucket/lake"]], 2,
@@ -352,6 +362,11 @@ CASES = [
     Case("zeus_negative_power", zeus(None, [POWER_OK, "cifar100,shufflenetv2,64,adadelta,200,20,-5"]), 0,
          rows={"bronze/zeus_power": 1}, reasons={"quarantine/zeus_power": [["column_values_to_be_between(average_power)"]]},
          read={"zeus_power": 2}),
+    Case("zeus_header_with_nul_and_escape_bytes",
+         zeus([TRAIN_ROW], None, header_train=TRAIN_HEADER.replace(",run,", ",r\x00un\x1b[2J,")), 2,
+         "summary_train.csv: header 'dataset,network,batch_size,optimizer,learning_rate,r\\x00un\\x1b[2J,target_metric"),
+    Case("zeus_train_file_is_a_link_to_a_secret", _train_file_linked_to_a_secret, 2,
+         "summary_train.csv: header (not shown: the file is a symbolic link) does not match", hidden="not-for-your-eyes"),
     Case("zeus_truncated_xz", _truncated_xz, 2, "alibaba_groups.csv.xz: truncated .xz file",
          rows={"bronze/zeus_train": 0}),
     Case("zeus_groups_file_recompressed", _groups_recompressed, 0, rows={"bronze/zeus_alibaba_groups": 2},

@@ -36,6 +36,7 @@ class Case:
     reasons: dict[str, list[list[str]]] = field(default_factory=dict)  # quarantine table -> sorted reasons
     read: dict[str, int] = field(default_factory=dict)  # bronze table -> data rows written: kept + quarantined
     stdout: str | None = None  # a fragment of stdout
+    hidden: str | None = None  # text that must appear nowhere in stdout or stderr
 
 
 def itp(rows: list[str], header: str = ITP_HEADER, member: str = "cluster01.csv") -> Callable[[Path], list[list[str]]]:

@@ -19,7 +19,7 @@ from datetime import date, datetime
 from typing import Any
 
 from tracelake.config import PROFILES
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, printable
 
 INTERRUPT_GRACE_S = 5.0  # after Ctrl-C, the longest a run may take to stop
 
@@ -363,13 +363,14 @@ def _one_line(exc: BaseException) -> str:
 
     root = explain_engine_error(exc)  # a JVM failure: its root cause, not "o1199.save"
     if root:
-        return root
+        return printable(root)
     text = str(exc).strip() or type(exc).__name__
     if "Failed to commit transaction" in text:  # Delta's optimistic concurrency: another writer won
         return ("another writer committed to a table of this run first (Delta commit conflict); "
                 "this run's write of it was not committed: retry")
-    first = text.splitlines()[0]
-    return first if isinstance(exc, TracelakeError) else f"{type(exc).__name__}: {first}"
+    if isinstance(exc, TracelakeError):  # ours are one line: a line break in one is echoed input
+        return printable(text)
+    return printable(f"{type(exc).__name__}: {text.splitlines()[0]}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -391,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
         where = f" {exc.filename}" if exc.filename else ""
-        print(f"tracelake: error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        print(printable(f"tracelake: error: cannot use{where}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
         if os.environ.get("TRACELAKE_DEBUG"):

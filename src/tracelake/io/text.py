@@ -13,7 +13,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, printable
 from tracelake.io.frames import union_all
 from tracelake.schema import TableSchema
 
@@ -93,9 +93,18 @@ def check_header(raw: RawFile, schema: TableSchema) -> None:
         raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     if first != expected:
         raise TracelakeError(
-            f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
+            f"{raw.name}: header {quoted_content(raw.path, first)} does not match {schema.full_name}'s "
             f"documented header '{expected}'"
         )
+
+
+def quoted_content(path: str | Path, text: str, limit: int = 200) -> str:
+    """A file's text as an error may quote it: escaped, cut at `limit`, and not at all when the
+    file is a symbolic link (the link may lead to a file its owner never meant to show, and an
+    error message travels to logs others read)."""
+    if Path(path).is_symlink():
+        return "(not shown: the file is a symbolic link)"
+    return f"'{printable(text[:limit])}'"
 
 
 def _line_endings(raw: RawFile) -> tuple[bool, bool]:

@@ -17,7 +17,7 @@ from tracelake.io.text import RawFile
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
-CLUSTER_MEMBER = re.compile(r"^(cluster\d{2})\.csv$")
+CLUSTER_MEMBER = re.compile(r"(cluster\d{2})\.csv")
 TESTBED_MEMBER = "195job.csv"
 
 
@@ -30,7 +30,7 @@ def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
 def _raw_files(archive: Path, staging: Path) -> list[RawFile]:
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
-        match = CLUSTER_MEMBER.match(Path(member).name)
+        match = CLUSTER_MEMBER.fullmatch(Path(member).name)
         if not match:
             raise TracelakeError(f"{archive.name}: unexpected CSV member '{member}' (want clusterNN.csv)")
         files.append(RawFile(str(path), f"{archive.name}!{member}", {"cluster": match.group(1)}))
@@ -41,7 +41,7 @@ def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
         base = Path(member).name
-        match = CLUSTER_MEMBER.match(base)
+        match = CLUSTER_MEMBER.fullmatch(base)
         if match:
             constants = {"variant": "elasticflow", "cluster": match.group(1)}
         elif base == TESTBED_MEMBER:

@@ -15,7 +15,7 @@ from tracelake.io.text import RawFile
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"
-POWER_FILE = re.compile(r"^summary_power_([a-z0-9]+)\.csv$")
+POWER_FILE = re.compile(r"summary_power_([a-z0-9]+)\.csv")
 ALIBABA_FILE = "alibaba_groups.csv"
 
 
@@ -54,7 +54,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
         inputs.append(TableInput("bronze.zeus_train", [train]))
     power = []
     for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.glob("summary_power_*")}):
-        match = POWER_FILE.match(gpu)
+        match = POWER_FILE.fullmatch(gpu)
         if not match:
             raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz)")
         power.append(_one_form(raw_dir, gpu, staging, {"gpu": match.group(1)}))

@@ -28,9 +28,9 @@ from tracelake.io.text import RawFile, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 
-TASK_DIR = re.compile(r"^\d{8}-\d{4}-\d+$")
+TASK_DIR = re.compile(r"\d{8}-\d{4}-\d+")
 POD_FILE = "pod-node-starttime.log"
-LOG_FILE = re.compile(r"^(?P<job>.+)-(?P<role>master|worker)(?:-(?P<idx>\d+))?\.log$")
+LOG_FILE = re.compile(r"(?P<job>.+)-(?P<role>master|worker)(?:-(?P<idx>\d+))?\.log")
 POD_NAME = r"^(.+)-(master|worker)(?:-(\d+))?$"
 
 # --- line grammars (numbered groups only: the same pattern runs on Java and Rust regex) ---
@@ -360,13 +360,13 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     for task in sorted(root.iterdir()):
         if task.name.startswith("."):
             continue  # macOS .DS_Store and friends
-        if not task.is_dir() or not TASK_DIR.match(task.name):
+        if not task.is_dir() or not TASK_DIR.fullmatch(task.name):
             raise TracelakeError(f"taskinfo/{task.name}: task folders are named YYYYMMDD-HHMM-N")
         for path in sorted(task.iterdir()):
             name = f"taskinfo/{task.name}/{path.name}"
             if path.name.startswith("."):
                 continue
-            match = LOG_FILE.match(path.name)
+            match = LOG_FILE.fullmatch(path.name)
             if path.name == POD_FILE:
                 pods.append(utf8_readable(RawFile(str(path), name, {"task_id": task.name}), staging))
             elif match:
