@@ -37,6 +37,9 @@ SESSION_TIME_ZONE = "UTC"
 # spellings of UTC itself; any other zone (even one at +00:00 today, such as Europe/London in
 # winter) is refused
 UTC_SPELLINGS = ("UTC", "Etc/UTC", "Z", "+00:00")
+# `local` profile: the engine reachable by our user only (private_engine.py), or on a 127.0.0.1
+# port any local user can reach (for a machine no one else uses, where namespaces are not allowed)
+LOCAL_ENGINES = ("private", "tcp")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Config:
     connect_url: str | None
     master: str | None
     delta_required: bool
+    local_engine: str = "private"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     engine_root: str = ""  # lake_root as the engine is given it (see engine_safe_path); "" = lake_root
 
@@ -221,6 +225,9 @@ def _build(merged: dict[str, Any]) -> Config:
     delta_required = merged.get("delta_required")
     if not isinstance(delta_required, bool):
         raise TracelakeError(f"delta_required must be true or false, got {delta_required!r}")
+    local_engine = merged.get("local_engine")
+    if local_engine not in LOCAL_ENGINES:
+        raise TracelakeError(f"local_engine must be one of {', '.join(LOCAL_ENGINES)}, got {local_engine!r}")
     return Config(
         profile=merged["profile"],
         lake_root=lake_root,
@@ -231,6 +238,7 @@ def _build(merged: dict[str, Any]) -> Config:
         connect_url=merged.get("connect_url"),
         master=merged.get("master"),
         delta_required=delta_required,
+        local_engine=local_engine,
         engine_root=engine_root if engine_root != lake_root else "",
         raw=merged,
     )

@@ -598,6 +598,8 @@ CASES = [
     Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
     # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
     # zone: another zone stored IPMI times 8 hours off without a word
+    Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
+         "local_engine must be one of private, tcp, got 'open'"),
     Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
          "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
 ]
