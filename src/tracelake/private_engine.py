@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import select
 import shutil
 import signal
 import socket
@@ -33,6 +34,7 @@ CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 READY = "ready"
 SOCKET_NAME = "engine.sock"
+START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 5.0
 RELAY_CHUNK = 1 << 18
 
@@ -173,10 +175,9 @@ def _socket_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="tracelake-engine-", dir="/tmp"))
 
 
-_early: PrivateServer | None = None  # started by prestart(), not yet taken by start()
-
-
-def _spawn() -> PrivateServer:
+def start() -> PrivateServer:
+    """Start the child and wait until it serves (importing the client meanwhile: each takes
+    about 0.3 s); Unavailable with the child's reason when it cannot make its private network."""
     folder = _socket_folder()
     package_root = str(Path(__file__).resolve().parents[1])  # where `tracelake` was imported from
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
@@ -184,29 +185,15 @@ def _spawn() -> PrivateServer:
         [sys.executable, "-m", "tracelake.private_engine", str(folder / SOCKET_NAME)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True, env=env,
     )
-    return PrivateServer(process, folder / SOCKET_NAME)
+    server = PrivateServer(process, folder / SOCKET_NAME)
+    import pyspark.sql.connect.session  # noqa: F401
 
-
-def prestart() -> None:
-    """Start the child now, so that it boots (0.3 s) while the caller imports the engine's client;
-    the next start() takes it."""
-    global _early
-    if _early is None:
-        _early = _spawn()
-
-
-def start() -> PrivateServer:
-    """The child, started here or by prestart(), once it serves; Unavailable with the child's
-    reason when it cannot make its private network."""
-    global _early
-    server, _early = _early or _spawn(), None
-    import pyspark.sql.connect.session  # noqa: F401 - the client's imports, done while the child starts
-
-    line = server.process.stdout.readline().strip()
+    answered, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+    line = process.stdout.readline().strip() if answered else f"unavailable: no answer in {START_TIMEOUT_S:.0f} s"
     if line != READY:
         server.stop()
         reason = line.removeprefix("unavailable: ")
-        raise Unavailable(reason or f"the engine process ended (rc {server.process.returncode})")
+        raise Unavailable(reason or f"the engine process ended (rc {process.returncode})")
     return server
 
 
