@@ -130,19 +130,22 @@ def _exit_with_parent(path: str) -> None:
 
 
 def child_main(path: str) -> None:
+    """Serve, or say in one line on stdout why not (never a traceback: the parent may be gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _own_network()
-    except (Unavailable, OSError) as exc:
-        print(f"unavailable: {exc}", flush=True)
-        sys.exit(3)
-    import pyspark  # noqa: F401 - Sail imports it with the first session: 0.2 s the client would wait for
-    from pysail.spark import SparkConnectServer
+        import pyspark  # noqa: F401 - Sail imports it with the first session: 0.2 s the client would wait for
+        from pysail.spark import SparkConnectServer
 
-    server = SparkConnectServer(ip="127.0.0.1", port=0)
-    server.start(background=True)
-    threading.Thread(target=_exit_with_parent, args=(path,), daemon=True).start()
-    _serve(path, server.listening_address[1])
+        server = SparkConnectServer(ip="127.0.0.1", port=0)
+        server.start(background=True)
+        threading.Thread(target=_exit_with_parent, args=(path,), daemon=True).start()
+        _serve(path, server.listening_address[1])
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the parent
+        try:
+            print(f"unavailable: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", flush=True)
+        finally:
+            os._exit(3)
 
 
 # ---------------------------------------------------------------- the parent
@@ -186,10 +189,14 @@ def start() -> PrivateServer:
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True, env=env,
     )
     server = PrivateServer(process, folder / SOCKET_NAME)
-    import pyspark.sql.connect.session  # noqa: F401
+    try:
+        import pyspark.sql.connect.session  # noqa: F401
 
-    answered, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-    line = process.stdout.readline().strip() if answered else f"unavailable: no answer in {START_TIMEOUT_S:.0f} s"
+        answered, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+        line = process.stdout.readline().strip() if answered else f"unavailable: no answer in {START_TIMEOUT_S:.0f} s"
+    except BaseException:  # Ctrl-C while it starts: it goes too
+        server.stop()
+        raise
     if line != READY:
         server.stop()
         reason = line.removeprefix("unavailable: ")

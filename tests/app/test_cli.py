@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
@@ -75,12 +76,14 @@ def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
 def test_a_ctrl_c_that_runs_out_of_grace_still_says_so(monkeypatch, capsys):
     """The grace timer and a second Ctrl-C end the process with os._exit, which flushes nothing:
     the line is printed first (a run ended silently in 2 of 13 tries)."""
-    import tracelake.app.cli as cli
+    from tracelake.app import signals
 
     codes = []
-    monkeypatch.setattr(cli.os, "_exit", codes.append)
-    cli._exit_interrupted()
-    assert (codes, capsys.readouterr().err) == ([130], "tracelake: interrupted; tables keep their last committed versions\n")
+    monkeypatch.setattr(signals.os, "_exit", codes.append)
+    signals.exit_now(signal.SIGINT)
+    signals.exit_now(signal.SIGTERM)
+    assert (codes, capsys.readouterr().err) == ([130, 143], "tracelake: interrupted; tables keep their last committed versions\n"
+                                                "tracelake: terminated; tables keep their last committed versions\n")
 
 
 def test_critical_failure_exits_3(tmp_path):

@@ -143,6 +143,56 @@ def test_ctrl_c_ends_a_run_within_seconds_leaving_committed_versions(tmp_path):
     assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 3000
 
 
+def _handlers_installed(process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Wait until the CLI caught SIGTERM (its first line: Python catches SIGINT by itself, never
+    SIGTERM), so a signal sent now meets our handler, not the interpreter's start-up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("delay_s", [0.0, 0.1, 0.3, 0.6, 1.2])
+def test_a_signal_at_any_moment_is_one_line(tmp_path, signum, delay_s):
+    """From the CLI's first line on (imports, parsing, engine start, the query), Ctrl-C and
+    SIGTERM print one line and exit 130 / 143; or the query had already answered."""
+    from tracelake.app.signals import CODES, LINES
+
+    process = subprocess.Popen([*CLI, "query", "SELECT 40 + 2 AS answer", "--lake", str(tmp_path / "lake")],
+                               env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _handlers_installed(process)
+    time.sleep(delay_s)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    if process.returncode == 0:
+        assert (out, err) == ("answer\n42\n", "")
+    else:
+        assert (process.returncode, err) == (CODES[signum], LINES[signum] + "\n")
+
+
+def test_sigterm_mid_ingest_is_ctrl_c_one_line_and_staging_removed(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake"
+    process = _start_ingest(raw, lake)
+    _wait_for_first_table(lake, process)
+    process.send_signal(signal.SIGTERM)
+    rc = process.wait(timeout=30)
+    stderr = process.stderr.read()
+    assert rc in (0, 143), stderr  # 0 only if the run had just finished
+    assert "Traceback" not in stderr
+    if rc == 143:
+        assert stderr.rstrip().splitlines()[-1] == "tracelake: terminated; tables keep their last committed versions"
+    assert [p.name for p in (lake / "_staging").iterdir()] == []  # the run's staging folder went with it
+    for table in lake_tables(lake).values():
+        table.to_pyarrow_table()
+    rerun = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert rerun.returncode == 0, rerun.stderr
+    assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 3000
+
+
 @pytest.mark.parametrize("delay_s", [0.0, 0.5, 1.5])
 def test_kill_9_mid_ingest_leaves_readable_tables_and_a_rerun_converges(tmp_path, delay_s):
     raw, lake, clean = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake", tmp_path / "clean"

@@ -11,17 +11,14 @@ import contextlib
 import csv
 import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from tracelake.app import signals
 from tracelake.config import PROFILES
 from tracelake.errors import TracelakeError, printable
-
-INTERRUPT_GRACE_S = 5.0  # after Ctrl-C, the longest a run may take to stop
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -137,31 +134,12 @@ def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
         if need_lake:
             _require_lake(config)
         yield engine, config
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # no session stop: the client's release-session retries can hang; committed versions
-        # stay as they are, and the in-process engine ends with the process
-        _exit_interrupted()
+        # stay as they are, and the engine ends with the process
+        signals.exit_now(signals.signal_of(exc))
     finally:
         engine.stop()
-
-
-INTERRUPTED = "tracelake: interrupted; tables keep their last committed versions"
-
-
-def _exit_interrupted(*_) -> None:
-    """End the process now, saying so: the same line as an unwound Ctrl-C (os._exit flushes nothing)."""
-    print(INTERRUPTED, file=sys.stderr, flush=True)
-    os._exit(130)
-
-
-def _on_interrupt(signum, frame) -> None:
-    """First Ctrl-C: unwind (KeyboardInterrupt), with a few seconds' grace; a second one, or the
-    grace running out while the engine blocks it, ends the process at once."""
-    timer = threading.Timer(INTERRUPT_GRACE_S, _exit_interrupted)
-    timer.daemon = True
-    timer.start()
-    signal.signal(signal.SIGINT, _exit_interrupted)
-    raise KeyboardInterrupt
 
 
 def _progress():
@@ -375,9 +353,9 @@ def _one_line(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("RUST_LOG", "error")  # Sail logs sessions at INFO and no-op persists at WARN
+    signals.end_at_once()  # parsing imports every source: nothing to clean up yet
     args = build_parser().parse_args(argv)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_interrupt)
+    signals.unwind_first()
     try:
         return COMMANDS[args.command](args)
     except TracelakeError as exc:
@@ -385,9 +363,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("tracelake: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(signals.LINES[signals.signal_of(exc)], file=sys.stderr)
+        return signals.CODES[signals.signal_of(exc)]
     except OSError as exc:  # the machine said no: a path that is not there, not writable, a full disk
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
