@@ -235,3 +235,31 @@ def test_the_losing_side_of_a_commit_race_says_to_retry():
     message = _one_line(RuntimeError("Delta error: Failed to commit transaction: 0"))
     assert message == ("another writer committed to a table of this run first (Delta commit conflict); "
                        "this run's write of it was not committed: retry")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB file system, mounted for the test (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_exit_2_whoever_writes(tmp_path, tiny_disk):
+    """The lake on a full disk: the engine's Parquet writer (staging elsewhere) and Python's
+    unpacking (staging on that disk too) both end in exit 2 and one line naming the reason."""
+    raw = _itp_raw(tmp_path / "raw", 20000)  # 0.6 MB of CSV
+    engine_writes = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tiny_disk / "a"),
+                              "--conf", f"staging_dir={tmp_path / 'staging'}")
+    python_writes = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tiny_disk / "b"))
+    assert engine_writes.returncode == python_writes.returncode == 2, engine_writes.stderr + python_writes.stderr
+    assert engine_writes.stderr.splitlines()[-1].startswith(
+        "tracelake: error: cannot write or read a file: No space left on device (the engine: ")
+    assert python_writes.stderr.splitlines()[-1] == "tracelake: error: cannot write or read a file: No space left on device"
+    assert "Traceback" not in engine_writes.stderr + python_writes.stderr

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime
@@ -351,6 +352,13 @@ def _one_line(exc: BaseException) -> str:
     return printable(f"{type(exc).__name__}: {text.splitlines()[0]}")
 
 
+def _machine_refused(exc: BaseException) -> str | None:
+    """The operating system's reason when an error of the engine or of the deltalake package
+    (Rust, so no OSError) comes from a system call: `… (os error 28)` is a full disk."""
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    return os.strerror(int(found.group(1))) if found else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("RUST_LOG", "error")  # Sail logs sessions at INFO and no-op persists at WARN
     signals.end_at_once()  # parsing imports every source: nothing to clean up yet
@@ -369,12 +377,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # the machine said no: a path that is not there, not writable, a full disk
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
-        where = f" {exc.filename}" if exc.filename else ""
-        print(printable(f"tracelake: error: cannot use{where}: {exc.strerror or exc}"), file=sys.stderr)
+        where = f"use {exc.filename}" if exc.filename else "write or read a file"
+        print(printable(f"tracelake: error: cannot {where}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
+        refused = _machine_refused(exc)
+        if refused:  # the same as an OSError in Python: the engine's writer met a full disk, say
+            print(f"tracelake: error: cannot write or read a file: {refused} (the engine: {_one_line(exc)})",
+                  file=sys.stderr)
+            return 2
         print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except BaseException as exc:  # a Rust panic in deltalake or pysail surfaces as pyo3's PanicException
