@@ -209,11 +209,32 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -
         writer.writerow([_csv_value(v) for v in row])
 
 
+def _schema_answer(args: argparse.Namespace, sql: str):
+    """(header, rows) of DESCRIBE TABLE / SHOW COLUMNS / SHOW CREATE TABLE of a lake table, from
+    its schema file; None for any other statement or table (the engine answers, or says what is
+    wrong)."""
+    from tracelake.app.schema_sql import schema_question
+    from tracelake.delta.catalog import list_lake_tables
+    from tracelake.schema import table_schema
+
+    question = schema_question(sql)
+    if question is None:
+        return None
+    config = _config(args)
+    for layer, table in list_lake_tables(config):
+        if config.table_name(layer, table) == question.table:
+            return question.answer(table_schema(f"{layer}.{table}"), config.table_path(layer, table))
+    return None
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from tracelake.app.readonly import check_read_only
     from tracelake.delta.catalog import register_all
 
     check_read_only(args.sql)  # before any engine starts
+    if answer := _schema_answer(args, args.sql):
+        write_csv(*answer)
+        return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
         result = _run_query(engine.spark, args.sql)
