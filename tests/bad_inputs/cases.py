@@ -22,6 +22,7 @@ from corpus import (
     port_file,
     port_rows,
     task_folder,
+    with_fifo,
     zeus,
 )
 from helpers import ITP_HEADER, job_id, write_archive
@@ -220,6 +221,15 @@ def _train_file_linked_to_a_secret(raw: Path) -> list[list[str]]:
     return [["ingest", "zeus", "--raw", str(raw)]]
 
 
+def _utilization_csv_links_to_a_device(raw: Path) -> list[list[str]]:
+    (raw / ACME_JOBS).parent.mkdir(parents=True)
+    (raw / ACME_JOBS).write_text(f"{SEREN_HEADER}\n{SEREN_ROW}\n")
+    target = raw / "data" / "utilization" / "seren" / "NODE_CPU_UTILIZATION.csv"
+    target.parent.mkdir(parents=True)
+    target.symlink_to("/dev/zero")
+    return [["ingest", "acme", "--raw", str(raw)]]
+
+
 def _query(sql: str):
     def write(raw: Path) -> list[list[str]]:
         return [["query", sql]]
@@ -367,6 +377,10 @@ CASES = [
          "summary_train.csv: header 'dataset,network,batch_size,optimizer,learning_rate,r\\x00un\\x1b[2J,target_metric"),
     Case("zeus_train_file_is_a_link_to_a_secret", _train_file_linked_to_a_secret, 2,
          "summary_train.csv: header (not shown: the file is a symbolic link) does not match", hidden="not-for-your-eyes"),
+    Case("zeus_train_file_is_a_fifo", with_fifo({"summary_power_a40.csv": f"{POWER_HEADER}\n{POWER_OK}\n"}, "summary_train.csv",
+                                                ["ingest", "zeus", "--raw", "{raw}"]), 2,
+         "tracelake: error: summary_train.csv: a FIFO, not a regular file; only regular files are read",
+         rows={"bronze/zeus_power": 0}),
     Case("zeus_truncated_xz", _truncated_xz, 2, "alibaba_groups.csv.xz: truncated .xz file",
          rows={"bronze/zeus_train": 0}),
     Case("zeus_groups_file_recompressed", _groups_recompressed, 0, rows={"bronze/zeus_alibaba_groups": 2},
@@ -405,6 +419,8 @@ CASES = [
          rows={"bronze/acme_jobs": 0}),
     Case("acme_truncated_gzip_utilization", _truncated_gzip_utilization, 2,
          "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
+    Case("acme_utilization_csv_links_to_a_device", _utilization_csv_links_to_a_device, 2,
+         "tracelake: error: NODE_CPU_UTILIZATION.csv: a character device, not a regular file", rows={"bronze/acme_jobs": 0}),
     Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
          reasons={"quarantine/acme_jobs": []}),
     Case("acme_seren_job_id_not_canonical",
@@ -491,6 +507,27 @@ CASES = [
                            + b"\n\x00\xff\xfe garbage\n" + ON_LOG.format(s=20, i=2).encode() + b"\n"),
                ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
          rows={"bronze/zj_task_log_events": 4, "silver/zj_task_iterations": 2}, read={"zj_task_log_events": 6}),
+    # a FIFO (or a device) among the inputs: refused by name before any read, which would block
+    # while the run holds the lake's lock
+    Case("zj_task_log_is_a_fifo",
+         with_fifo({k: v for k, v in task_folder(LOG_HEAD).items() if k.endswith("starttime.log")},
+                   "taskinfo/20240101-0000-1/demo-a1b2c-master.log", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: taskinfo/20240101-0000-1/demo-a1b2c-master.log: a FIFO, not a regular file; "
+         "only regular files are read", rows={"bronze/zj_task_pods": 0, "bronze/zj_task_log_events": 0}),
+    Case("zj_pod_listing_is_a_fifo",
+         with_fifo({k: v for k, v in task_folder(LOG_HEAD).items() if k.endswith("master.log")},
+                   "taskinfo/20240101-0000-1/pod-node-starttime.log", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "taskinfo/20240101-0000-1/pod-node-starttime.log: a FIFO, not a regular file",
+         rows={"bronze/zj_task_pods": 0, "bronze/zj_task_log_events": 0}),
+    Case("zj_hourly_file_is_a_fifo",  # named as the file it is, not as the file it wants
+         with_fifo(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), "trafficinfo/2024052400/2024052400_flow.csv",
+                   ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: trafficinfo/2024052400/2024052400_flow.csv: a FIFO, not a regular file; only regular files are read",
+         rows={"bronze/zj_port_counters": 0}),
+    Case("zj_port_file_is_a_fifo",
+         with_fifo(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                   f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv: a FIFO, not a regular file", rows={"bronze/zj_port_counters": 0}),
     Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                        ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),

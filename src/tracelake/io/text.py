@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import os
+import stat
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,24 @@ class RawFile:
     name: str
     constants: dict[str, str | None] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def regular_file(path: str | Path, name: str) -> Path:
+    """`path`, when it is a regular file (a link is followed); else a TracelakeError naming it and
+    what it is. Every input is checked so before it is read: a FIFO blocks the read, and with it
+    the run holding the lake's lock, until someone writes to it; a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TracelakeError(f"{name}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((what for test, what in _KINDS if test(mode)), "not a file")
+        raise TracelakeError(f"{name}: {kind}, not a regular file; only regular files are read")
+    return Path(path)
 
 
 def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:

@@ -57,7 +57,7 @@ from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.staging import stage, write_staged
-from tracelake.io.text import RawFile, quoted_content
+from tracelake.io.text import RawFile, quoted_content, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
@@ -128,7 +128,9 @@ def parse_column_name(name: str) -> tuple[str | None, int | None, str | None, st
 # ---------------------------------------------------------------- planning (file discovery)
 
 def _csvs(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and re.search(r"\.csv(\.gz)?$", p.name))
+    """The CSVs of a folder; one that is not a regular file (a FIFO, a device) is refused."""
+    return sorted(regular_file(p, p.name) for p in folder.iterdir()
+                  if not p.is_dir() and re.search(r"\.csv(\.gz)?$", p.name))
 
 
 def _rel(path: Path, raw_dir: Path) -> str:

@@ -44,7 +44,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import COUNT_OK, N_FIELDS, raw_field, split_fields, type_fields
 from tracelake.io.staging import Checked
-from tracelake.io.text import RawFile, check_header, read_lines
+from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
@@ -140,6 +140,8 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
         if path.name.startswith("."):
             continue
         where = path.relative_to(raw_dir).as_posix()
+        if path.name.endswith(".csv") and not path.is_dir():
+            regular_file(path, where)
         if not path.is_file() or not path.name.endswith(".csv"):
             raise TracelakeError(f"{where}: unexpected entry in a switch folder (only port CSVs belong there)")
         port = port_name_for_file(path.name)

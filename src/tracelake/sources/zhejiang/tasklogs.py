@@ -24,7 +24,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish
-from tracelake.io.text import RawFile, utf8_readable
+from tracelake.io.text import RawFile, regular_file, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
 
@@ -368,8 +368,10 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
                 continue
             match = LOG_FILE.fullmatch(path.name)
             if path.name == POD_FILE:
+                regular_file(path, name)
                 pods.append(utf8_readable(RawFile(str(path), name, {"task_id": task.name}), staging))
             elif match:
+                regular_file(path, name)
                 raw = RawFile(str(path), name, _log_constants(match, task.name, path.stem))
                 logs.append(utf8_readable(raw, staging))
             else:
