@@ -201,6 +201,18 @@ def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
             ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
 
 
+def _poll_of_the_next_hour_in_a_folder(raw: Path) -> list[list[str]]:
+    """Hour 00's port file ends with a poll of 01:00: one hour folder holds a sample outside its
+    hour, and the warning counts that folder, not rows."""
+    lines = port_rows("FourHundredGigE1/0/40", [10**9] * 3).splitlines()
+    stamp = lines[-1].split(",")[1]
+    late = lines[-1].replace(" 00:00:", " 01:00:").replace(f",{stamp},", f",{int(stamp) + 3_600_000},")
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join([*lines, late]) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -486,6 +498,8 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("zj_sample_outside_its_hour_folder_counts_folders", _poll_of_the_next_hour_in_a_folder, 0,
+         stdout="samples_in_hour_folder: 1 hour folders", rows={"bronze/zj_port_counters": 4}, read={"zj_port_counters": 4}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),
