@@ -322,6 +322,24 @@ LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)'
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
           "epoch: 0.5, iter: {i}/3,  00:10 < 00:10,  10.0s/it")
 
+def megatron_line(i: int, elapsed_ms: str = "4568.0", loss: str = "2.504220E+00", minute: int | None = None) -> str:
+    """A Megatron master-log iteration line, its time at 00:0<minute>:00 (the iteration's number
+    unless given)."""
+    return (f"[2024-01-01 00:{minute if minute is not None else i:02d}:00] iteration {i:>8}/      10 | consumed samples: "
+            f"{1024 * i:>12} | elapsed time per iteration (ms): {elapsed_ms} | learning rate: 1.000E-05 | "
+            f"global batch size:  1024 | lm loss: {loss} | loss scale: 1.0 |")
+
+
+def _megatron_log_cut_at(cut: str):
+    """Iterations 1-3 whole, then iteration 4 cut after `cut` with no newline: a log still written."""
+    whole = "\n".join([*LOG_HEAD, *(megatron_line(i) for i in range(1, 4))]) + "\n"
+    line = megatron_line(4)
+    return files(task_folder((whole + line[:line.index(cut) + len(cut)]).encode()),
+                 ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
+CUT_OFF = [["incomplete last line: the log does not end with a newline (cut off while being written)"]]
+
 CASES = [
     # ---- ITP / ElasticFlow
     Case("itp_header_only", itp([]), 3, "bronze.itp_jobs: critical expectation(s) failed: table_row_count_to_be_between"),
@@ -542,6 +560,17 @@ CASES = [
          with_fifo(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                    f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv: a FIFO, not a regular file", rows={"bronze/zj_port_counters": 0}),
+    # the last line of a growing log, cut short: never a record, its number prefixes never numbers
+    Case("zj_megatron_log_cut_in_the_elapsed_time", _megatron_log_cut_at("elapsed time per iteration (ms): 45"), 0,
+         rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
+         reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),
+    Case("zj_megatron_log_cut_in_the_loss", _megatron_log_cut_at("lm loss: 2.5"), 0,
+         rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
+         reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),
+    Case("zj_log_ending_in_a_progress_cr_is_whole",  # a tqdm bar ends its pieces with CR: nothing cut
+         files(task_folder(("\n".join(LOG_HEAD) + "\n" + ON_LOG.format(s=10, i=1) + "\n 50%|#####| 1/2 [00:10<00:10, 10.00s/it]\r").encode()),
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_task_log_events": 4, "quarantine/zj_task_log_events": 0}, read={"zj_task_log_events": 4}),
     Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                        ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
