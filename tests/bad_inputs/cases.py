@@ -338,6 +338,23 @@ def _megatron_log_cut_at(cut: str):
                  ["ingest", "zhejiang", "--raw", "{raw}"])
 
 
+def _hf_step(i: int, seconds: int) -> str:
+    return (f"[2024-01-01 00:{seconds // 60:02d}:{seconds % 60:02d},000] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, "
+            f"learning_rate: 1e-05, epoch: 0.5, iter: {i}/10,  00:10 < 00:10,  10.0s/it")
+
+
+RESTARTED = files(task_folder([  # steps 1-8 every 10 s, then steps 4-6 again after a 210 s restart
+    *LOG_HEAD, "[INFO|trainer.py:1721] 2024-01-01 00:00:00,000 >> ***** Running training *****",
+    *(_hf_step(i, 10 * i) for i in range(1, 9)), *(_hf_step(i, 250 + 10 * i) for i in range(4, 7))]),
+    ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
+def _restarted_then(*args: str):
+    def write(raw: Path) -> list[list[str]]:
+        return [*RESTARTED(raw), [*args]]
+    return write
+
+
 CUT_OFF = [["incomplete last line: the log does not end with a newline (cut off while being written)"]]
 
 CASES = [
@@ -571,6 +588,18 @@ CASES = [
          files(task_folder(("\n".join(LOG_HEAD) + "\n" + ON_LOG.format(s=10, i=1) + "\n 50%|#####| 1/2 [00:10<00:10, 10.00s/it]\r").encode()),
                ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
          rows={"bronze/zj_task_log_events": 4, "quarantine/zj_task_log_events": 0}, read={"zj_task_log_events": 4}),
+    # a run restarted from a checkpoint: positive steps, the restart as an event of its own
+    Case("zj_restarted_run_has_positive_steps", _restarted_then(
+        "query", "SELECT count(*) AS steps, min(duration_s) AS shortest, max(duration_s) AS longest, "
+                 "count(duration_s) AS timed FROM silver.zj_task_iterations"), 0,
+         stdout="steps,shortest,longest,timed\n8,10.0,10.0,7\n",  # step 4 after the restart: no start logged
+         rows={"bronze/zj_task_log_events": 14, "silver/zj_task_iterations": 8, "silver/zj_task_restarts": 1},
+         read={"zj_task_log_events": 14}),
+    Case("zj_restart_event_says_when_where_and_what_it_cost", _restarted_then(
+        "query", "SELECT restart, stopped_iteration, resumed_iteration, redone_iterations, pause_s, redone_s, "
+                 "time_lost_s FROM silver.zj_task_restarts"), 0,
+         stdout="restart,stopped_iteration,resumed_iteration,redone_iterations,pause_s,redone_s,time_lost_s\n"
+                "1,8,4,5,210.0,50.0,260.0\n", rows={"silver/zj_task_restarts": 1}),
     Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                        ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),

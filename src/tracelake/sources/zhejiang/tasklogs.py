@@ -13,6 +13,7 @@ quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tracelake.io.frames import union_all
 from tracelake.io.parse import finish
 from tracelake.io.text import RawFile, regular_file, utf8_readable
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
+from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks, task_restarts
 
 TASK_DIR = re.compile(r"\d{8}-\d{4}-\d+")
 POD_FILE = "pod-node-starttime.log"
@@ -401,21 +402,31 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 
 
 EVENTS_TABLE, ITERATIONS_TABLE = "bronze.zj_task_log_events", "silver.zj_task_iterations"
+RESTARTS_TABLE = "silver.zj_task_restarts"
 
 
-def rebuild_iterations(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
-    """The iterations of the tasks whose log events changed, from those tasks' partitions only
-    (every rule of task_iterations works within one task)."""
-    [events] = read_tables(spark, config, EVENTS_TABLE)
-    if events is None:
-        return None
-    tasks = sorted({values[0] for values in changed[EVENTS_TABLE]})
-    return task_iterations(events.filter(F.col("task_id").isin(tasks))), tuple((t,) for t in tasks)
+def _per_task(table: str, transform, new_column: str) -> Callable:
+    """The rebuild of a table partitioned by task_id from the log events: the tasks whose events
+    changed, from those tasks' partitions only (every rule of the transform works within one
+    task). A table not in the lake yet, or written before `new_column` was one of its columns,
+    is built whole (every task's rows, in the schema's columns)."""
+    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple | None] | None:
+        events, stored = read_tables(spark, config, EVENTS_TABLE, table)
+        if events is None:
+            return None
+        if stored is None or new_column not in stored.columns:
+            return transform(events), None
+        tasks = sorted({values[0] for values in changed[EVENTS_TABLE]})
+        return transform(events.filter(F.col("task_id").isin(tasks))), tuple((t,) for t in tasks)
+    return rebuild
 
 
 DERIVED = [
     # no workbook ingested yet: ranks still get pods and GPUs, NIC columns null
     derived("silver.zj_task_ranks", task_ranks, ("bronze.zj_task_pods", "bronze.zj_task_log_events"),
             optional=("silver.zj_nic_map",)),
-    replace(derived(ITERATIONS_TABLE, task_iterations, (EVENTS_TABLE,)), rebuild=rebuild_iterations),
+    replace(derived(ITERATIONS_TABLE, task_iterations, (EVENTS_TABLE,)),
+            rebuild=_per_task(ITERATIONS_TABLE, task_iterations, "restarts_before")),
+    replace(derived(RESTARTS_TABLE, task_restarts, (EVENTS_TABLE,)),
+            rebuild=_per_task(RESTARTS_TABLE, task_restarts, "restart")),
 ]
