@@ -558,6 +558,10 @@ CASES = [
          rows={"bronze/zj_task_log_events": 4, "silver/zj_task_iterations": 2}, read={"zj_task_log_events": 6}),
     # a FIFO (or a device) among the inputs: refused by name before any read, which would block
     # while the run holds the lake's lock
+    Case("zj_file_name_with_a_newline_in_a_task_folder",
+         files({**task_folder(LOG_HEAD), "taskinfo/20240101-0000-1/notes\nfake: error line.txt": "x\n"},
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: taskinfo/20240101-0000-1/notes\\nfake: error line.txt: unexpected file (want pod-node-starttime.log"),
     Case("zj_task_log_is_a_fifo",
          with_fifo({k: v for k, v in task_folder(LOG_HEAD).items() if k.endswith("starttime.log")},
                    "taskinfo/20240101-0000-1/demo-a1b2c-master.log", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
