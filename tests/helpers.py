@@ -49,7 +49,7 @@ def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
     per command (a command for another profile starts its own): the same parsing, errors, exit codes and output as `tracelake(...)`, without
     a process and an engine start per call. The engine's runtime settings are the command's
     own (its configuration's spark_conf, as the CLI would set them) for the call, and put back
-    after it; the SIGINT handler main() installs is put back too."""
+    after it; the SIGINT and SIGTERM handlers main() installs are put back too."""
     import contextlib
     import signal
     from unittest import mock
@@ -69,7 +69,7 @@ def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
         return Engine(engine.profile, spark, _owns_session=False)
 
     out, err = io.StringIO(), io.StringIO()
-    handler = signal.getsignal(signal.SIGINT)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         with mock.patch("tracelake.engine.start_engine", shared_engine), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -78,7 +78,8 @@ def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
             except SystemExit as exc:  # argparse's usage errors end the process
                 code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        signal.signal(signal.SIGINT, handler)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
         for key, value in saved.items():
             if value is not None:
                 spark.conf.set(key, value)

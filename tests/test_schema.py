@@ -22,6 +22,7 @@ def test_every_table_has_a_schema_and_a_gated_suite():
         "silver.jobs", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
         "silver.zj_iteration_port_minutes", "silver.zj_link_wiring", "silver.zj_nic_map", "silver.zj_nic_rates",
         "silver.zj_port_rates", "silver.zj_task_iterations", "silver.zj_task_paths", "silver.zj_task_ranks",
+        "silver.zj_task_restarts",
     ]
     for name in names:
         schema = load_schema(name)
@@ -92,5 +93,5 @@ def test_every_derived_table_rebuilt_whole_says_why():
     partial = sorted(d.table for d in all_derived() if d.rebuild is not None)
     assert partial == ["gold.zj_iteration_network", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
                        "silver.zj_iteration_port_minutes", "silver.zj_nic_rates", "silver.zj_port_rates",
-                       "silver.zj_task_iterations"]
+                       "silver.zj_task_iterations", "silver.zj_task_restarts"]
     assert all(load_schema(t).partition_by for t in partial)

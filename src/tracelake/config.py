@@ -29,7 +29,7 @@ ENV_PREFIX = "TRACELAKE_"
 # characters a local path may hold and still reach Sail's Delta writer unchanged; with others (a
 # space, %, #, non-ASCII) it writes the log under the URL-encoded path and the data files under
 # the twice-encoded one: two sibling folders, neither a readable table (measured, Sail 0.7)
-ENGINE_SAFE_PATH = re.compile(r"^[A-Za-z0-9/._+=,@~-]*$")
+ENGINE_SAFE_PATH = re.compile(r"[A-Za-z0-9/._+=,@~-]*")
 
 
 TIME_ZONE_KEY = "spark.sql.session.timeZone"
@@ -37,6 +37,9 @@ SESSION_TIME_ZONE = "UTC"
 # spellings of UTC itself; any other zone (even one at +00:00 today, such as Europe/London in
 # winter) is refused
 UTC_SPELLINGS = ("UTC", "Etc/UTC", "Z", "+00:00")
+# `local` profile: the engine reachable by our user only (private_engine.py), or on a 127.0.0.1
+# port any local user can reach (for a machine no one else uses, where namespaces are not allowed)
+LOCAL_ENGINES = ("private", "tcp")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Config:
     connect_url: str | None
     master: str | None
     delta_required: bool
+    local_engine: str = "private"
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     engine_root: str = ""  # lake_root as the engine is given it (see engine_safe_path); "" = lake_root
 
@@ -66,7 +70,7 @@ def engine_safe_path(local: Path) -> str:
     """A path to the local folder `local` that the embedded engine writes correctly: the folder
     itself when its path is plain, else a symlink to it whose path is (one per folder, in the
     temp dir). The files still land in `local`; only the engine sees the alias."""
-    if ENGINE_SAFE_PATH.match(str(local)):
+    if ENGINE_SAFE_PATH.fullmatch(str(local)):
         return str(local)
     local.mkdir(parents=True, exist_ok=True)
     aliases = Path(tempfile.gettempdir()) / "tracelake-paths"
@@ -77,7 +81,7 @@ def engine_safe_path(local: Path) -> str:
         temp.unlink(missing_ok=True)
         temp.symlink_to(local, target_is_directory=True)
         temp.replace(alias)  # atomic: a concurrent run sees the old or the new link, never none
-    if not ENGINE_SAFE_PATH.match(str(alias)):
+    if not ENGINE_SAFE_PATH.fullmatch(str(alias)):
         raise TracelakeError(f"lake path {local}: the temp dir {aliases} has characters the engine cannot write")
     return str(alias)
 
@@ -221,6 +225,9 @@ def _build(merged: dict[str, Any]) -> Config:
     delta_required = merged.get("delta_required")
     if not isinstance(delta_required, bool):
         raise TracelakeError(f"delta_required must be true or false, got {delta_required!r}")
+    local_engine = merged.get("local_engine")
+    if local_engine not in LOCAL_ENGINES:
+        raise TracelakeError(f"local_engine must be one of {', '.join(LOCAL_ENGINES)}, got {local_engine!r}")
     return Config(
         profile=merged["profile"],
         lake_root=lake_root,
@@ -231,6 +238,7 @@ def _build(merged: dict[str, Any]) -> Config:
         connect_url=merged.get("connect_url"),
         master=merged.get("master"),
         delta_required=delta_required,
+        local_engine=local_engine,
         engine_root=engine_root if engine_root != lake_root else "",
         raw=merged,
     )

@@ -1,6 +1,7 @@
 """Session building for the three engine profiles; the only place that knows which engine runs.
 
-`local`   Sail started inside this process on 127.0.0.1 with an ephemeral port (Spark Connect).
+`local`   Sail in a child process whose port no other user can reach (private_engine.py), or,
+          with local_engine: tcp, inside this process on 127.0.0.1 with an ephemeral port.
 `spark`   classic PySpark with the Delta extension; reuses an active session (Databricks,
           spark-submit) and fails fast, naming the fix, when the Delta jars are missing.
 `connect` any remote Spark Connect URL.
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import re
 import socket
@@ -19,8 +21,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from tracelake import private_engine
 from tracelake.config import SESSION_TIME_ZONE, TIME_ZONE_KEY, UTC_SPELLINGS, Config, spark_submit_remote
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, first_line
 
 DELTA_SPARK_VERSION = "4.4.1"
 DELTA_PACKAGE = f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"
@@ -187,14 +190,24 @@ def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:
 
 
 def _start_local(config: Config) -> Engine:
-    try:
+    if importlib.util.find_spec("pysail") is None:  # pragma: no cover - pysail is a core dependency
+        raise TracelakeError("profile 'local' needs the pysail package: pip install pysail")
+    if config.local_engine == "tcp":  # any local user can reach it: for a machine no one else uses
         from pysail.spark import SparkConnectServer
-    except ImportError as exc:  # pragma: no cover - pysail is a core dependency
-        raise TracelakeError("profile 'local' needs the pysail package: pip install pysail") from exc
-    server = SparkConnectServer(ip="127.0.0.1", port=0)
-    server.start(background=True)
-    host, port = server.listening_address
-    spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+
+        server = SparkConnectServer(ip="127.0.0.1", port=0)
+        server.start(background=True)
+        host, port = server.listening_address
+        spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+    else:
+        try:
+            server = private_engine.start()
+        except private_engine.Unavailable as exc:
+            raise TracelakeError(
+                f"cannot keep the local engine private ({exc}); on a machine no one else uses, "
+                "run it on a 127.0.0.1 port any local user can reach with --conf local_engine=tcp"
+            ) from None
+        spark = private_engine.session(server)
     _apply_runtime_conf(spark, config.spark_conf)
     return Engine("local", spark, _server=server)
 
@@ -207,7 +220,7 @@ def _start_connect(config: Config) -> Engine:
     try:
         spark = SparkSession.builder.remote(url).getOrCreate()
     except Exception as exc:  # noqa: BLE001
-        raise TracelakeError(f"cannot reach Spark Connect at {url}: {exc}") from exc
+        raise TracelakeError(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
     _apply_runtime_conf(spark, config.spark_conf)
     return Engine("connect", spark)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import pytest
@@ -72,15 +73,38 @@ def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
     assert capsys.readouterr().err == "tracelake: error: PanicException: TimeDelta::hours out of bounds\n"
 
 
+def test_the_engine_meeting_a_full_disk_is_exit_2_as_in_python(monkeypatch, capsys):
+    class SparkRuntimeException(Exception):
+        pass
+
+    def engine_full(args):
+        raise SparkRuntimeException("Failed to write file: Generic LocalFileSystem error: Unable to copy data to "
+                                    "file: No space left on device (os error 28)\n\nJVM stacktrace: …")
+
+    def python_full(args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setitem(sys.modules["tracelake.app.cli"].COMMANDS, "tables", engine_full)
+    monkeypatch.setitem(sys.modules["tracelake.app.cli"].COMMANDS, "report", python_full)
+    assert main(["tables"]) == 2
+    assert capsys.readouterr().err == (
+        "tracelake: error: cannot write or read a file: No space left on device (the engine: SparkRuntimeException: "
+        "Failed to write file: Generic LocalFileSystem error: Unable to copy data to file: No space left on device "
+        "(os error 28))\n")
+    assert main(["report", "--out", "x"]) == 2
+    assert capsys.readouterr().err == "tracelake: error: cannot write or read a file: No space left on device\n"
+
+
 def test_a_ctrl_c_that_runs_out_of_grace_still_says_so(monkeypatch, capsys):
     """The grace timer and a second Ctrl-C end the process with os._exit, which flushes nothing:
     the line is printed first (a run ended silently in 2 of 13 tries)."""
-    import tracelake.app.cli as cli
+    from tracelake.app import signals
 
     codes = []
-    monkeypatch.setattr(cli.os, "_exit", codes.append)
-    cli._exit_interrupted()
-    assert (codes, capsys.readouterr().err) == ([130], "tracelake: interrupted; tables keep their last committed versions\n")
+    monkeypatch.setattr(signals.os, "_exit", codes.append)
+    signals.exit_now(signal.SIGINT)
+    signals.exit_now(signal.SIGTERM)
+    assert (codes, capsys.readouterr().err) == ([130, 143], "tracelake: interrupted; tables keep their last committed versions\n"
+                                                "tracelake: terminated; tables keep their last committed versions\n")
 
 
 def test_critical_failure_exits_3(tmp_path):

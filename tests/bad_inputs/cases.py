@@ -22,6 +22,7 @@ from corpus import (
     port_file,
     port_rows,
     task_folder,
+    with_fifo,
     zeus,
 )
 from helpers import ITP_HEADER, job_id, write_archive
@@ -200,6 +201,18 @@ def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
             ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
 
 
+def _poll_of_the_next_hour_in_a_folder(raw: Path) -> list[list[str]]:
+    """Hour 00's port file ends with a poll of 01:00: one hour folder holds a sample outside its
+    hour, and the warning counts that folder, not rows."""
+    lines = port_rows("FourHundredGigE1/0/40", [10**9] * 3).splitlines()
+    stamp = lines[-1].split(",")[1]
+    late = lines[-1].replace(" 00:00:", " 01:00:").replace(f",{stamp},", f",{int(stamp) + 3_600_000},")
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join([*lines, late]) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -210,6 +223,23 @@ def _real_task_without_workbook(raw: Path) -> list[list[str]]:
     real = FIXTURES.parents[3].parent / "shared" / "data" / "zhejiang" / "taskinfo"
     copy_tree(real, raw / "taskinfo")
     return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
+def _train_file_linked_to_a_secret(raw: Path) -> list[list[str]]:
+    """summary_train.csv is a symbolic link to a file whose first line is not for showing."""
+    secret = raw.parent / "secret.txt"
+    secret.write_text("root:$6$not-for-your-eyes:19000:0:99999:7:::\n")
+    (raw / "summary_train.csv").symlink_to(secret)
+    return [["ingest", "zeus", "--raw", str(raw)]]
+
+
+def _utilization_csv_links_to_a_device(raw: Path) -> list[list[str]]:
+    (raw / ACME_JOBS).parent.mkdir(parents=True)
+    (raw / ACME_JOBS).write_text(f"{SEREN_HEADER}\n{SEREN_ROW}\n")
+    target = raw / "data" / "utilization" / "seren" / "NODE_CPU_UTILIZATION.csv"
+    target.parent.mkdir(parents=True)
+    target.symlink_to("/dev/zero")
+    return [["ingest", "acme", "--raw", str(raw)]]
 
 
 def _query(sql: str):
@@ -292,6 +322,41 @@ LOG_HEAD = ['Defaulted container "pytorch" out of: pytorch, sync-barrier (init)'
 ON_LOG = ("[2024-01-01 00:00:{s:02d},500] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
           "epoch: 0.5, iter: {i}/3,  00:10 < 00:10,  10.0s/it")
 
+def megatron_line(i: int, elapsed_ms: str = "4568.0", loss: str = "2.504220E+00", minute: int | None = None) -> str:
+    """A Megatron master-log iteration line, its time at 00:0<minute>:00 (the iteration's number
+    unless given)."""
+    return (f"[2024-01-01 00:{minute if minute is not None else i:02d}:00] iteration {i:>8}/      10 | consumed samples: "
+            f"{1024 * i:>12} | elapsed time per iteration (ms): {elapsed_ms} | learning rate: 1.000E-05 | "
+            f"global batch size:  1024 | lm loss: {loss} | loss scale: 1.0 |")
+
+
+def _megatron_log_cut_at(cut: str):
+    """Iterations 1-3 whole, then iteration 4 cut after `cut` with no newline: a log still written."""
+    whole = "\n".join([*LOG_HEAD, *(megatron_line(i) for i in range(1, 4))]) + "\n"
+    line = megatron_line(4)
+    return files(task_folder((whole + line[:line.index(cut) + len(cut)]).encode()),
+                 ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
+def _hf_step(i: int, seconds: int) -> str:
+    return (f"[2024-01-01 00:{seconds // 60:02d}:{seconds % 60:02d},000] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, "
+            f"learning_rate: 1e-05, epoch: 0.5, iter: {i}/10,  00:10 < 00:10,  10.0s/it")
+
+
+RESTARTED = files(task_folder([  # steps 1-8 every 10 s, then steps 4-6 again after a 210 s restart
+    *LOG_HEAD, "[INFO|trainer.py:1721] 2024-01-01 00:00:00,000 >> ***** Running training *****",
+    *(_hf_step(i, 10 * i) for i in range(1, 9)), *(_hf_step(i, 250 + 10 * i) for i in range(4, 7))]),
+    ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
+def _restarted_then(*args: str):
+    def write(raw: Path) -> list[list[str]]:
+        return [*RESTARTED(raw), [*args]]
+    return write
+
+
+CUT_OFF = [["incomplete last line: the log does not end with a newline (cut off while being written)"]]
+
 CASES = [
     # ---- ITP / ElasticFlow
     Case("itp_header_only", itp([]), 3, "bronze.itp_jobs: critical expectation(s) failed: table_row_count_to_be_between"),
@@ -317,6 +382,8 @@ CASES = [
     Case("itp_key_arrives_later_from_another_file", _key_arrives_from_another_file, 0, rows={"bronze/itp_jobs": 3},
          reasons={"quarantine/itp_jobs": [["key already stored from raw-traces.tar.gz!cluster01.csv, a file not in this "
                                            "run: ingest both together to move it"]]}),
+    Case("itp_member_name_ends_in_a_newline", itp(good_itp(2), member="cluster02.csv\n"), 2,
+         "raw-traces.tar.gz: unexpected CSV member 'cluster02.csv\\n' (want clusterNN.csv)"),
     Case("itp_archive_crc_does_not_match", _archive_crc_flipped, 2, "truncated or corrupt archive (CRC check failed"),
     Case("itp_object_store_lake_without_a_staging_folder",
          lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--lake", "s3://nobucket/lake"]], 2,
@@ -352,6 +419,15 @@ CASES = [
     Case("zeus_negative_power", zeus(None, [POWER_OK, "cifar100,shufflenetv2,64,adadelta,200,20,-5"]), 0,
          rows={"bronze/zeus_power": 1}, reasons={"quarantine/zeus_power": [["column_values_to_be_between(average_power)"]]},
          read={"zeus_power": 2}),
+    Case("zeus_header_with_nul_and_escape_bytes",
+         zeus([TRAIN_ROW], None, header_train=TRAIN_HEADER.replace(",run,", ",r\x00un\x1b[2J,")), 2,
+         "summary_train.csv: header 'dataset,network,batch_size,optimizer,learning_rate,r\\x00un\\x1b[2J,target_metric"),
+    Case("zeus_train_file_is_a_link_to_a_secret", _train_file_linked_to_a_secret, 2,
+         "summary_train.csv: header (not shown: the file is a symbolic link) does not match", hidden="not-for-your-eyes"),
+    Case("zeus_train_file_is_a_fifo", with_fifo({"summary_power_a40.csv": f"{POWER_HEADER}\n{POWER_OK}\n"}, "summary_train.csv",
+                                                ["ingest", "zeus", "--raw", "{raw}"]), 2,
+         "tracelake: error: summary_train.csv: a FIFO, not a regular file; only regular files are read",
+         rows={"bronze/zeus_power": 0}),
     Case("zeus_truncated_xz", _truncated_xz, 2, "alibaba_groups.csv.xz: truncated .xz file",
          rows={"bronze/zeus_train": 0}),
     Case("zeus_groups_file_recompressed", _groups_recompressed, 0, rows={"bronze/zeus_alibaba_groups": 2},
@@ -390,6 +466,8 @@ CASES = [
          rows={"bronze/acme_jobs": 0}),
     Case("acme_truncated_gzip_utilization", _truncated_gzip_utilization, 2,
          "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
+    Case("acme_utilization_csv_links_to_a_device", _utilization_csv_links_to_a_device, 2,
+         "tracelake: error: NODE_CPU_UTILIZATION.csv: a character device, not a regular file", rows={"bronze/acme_jobs": 0}),
     Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
          reasons={"quarantine/acme_jobs": []}),
     Case("acme_seren_job_id_not_canonical",
@@ -455,6 +533,8 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("zj_sample_outside_its_hour_folder_counts_folders", _poll_of_the_next_hour_in_a_folder, 0,
+         stdout="samples_in_hour_folder: 1 hour folders", rows={"bronze/zj_port_counters": 4}, read={"zj_port_counters": 4}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),
@@ -476,6 +556,54 @@ CASES = [
                            + b"\n\x00\xff\xfe garbage\n" + ON_LOG.format(s=20, i=2).encode() + b"\n"),
                ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
          rows={"bronze/zj_task_log_events": 4, "silver/zj_task_iterations": 2}, read={"zj_task_log_events": 6}),
+    # a FIFO (or a device) among the inputs: refused by name before any read, which would block
+    # while the run holds the lake's lock
+    Case("zj_file_name_with_a_newline_in_a_task_folder",
+         files({**task_folder(LOG_HEAD), "taskinfo/20240101-0000-1/notes\nfake: error line.txt": "x\n"},
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: taskinfo/20240101-0000-1/notes\\nfake: error line.txt: unexpected file (want pod-node-starttime.log"),
+    Case("zj_task_log_is_a_fifo",
+         with_fifo({k: v for k, v in task_folder(LOG_HEAD).items() if k.endswith("starttime.log")},
+                   "taskinfo/20240101-0000-1/demo-a1b2c-master.log", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: taskinfo/20240101-0000-1/demo-a1b2c-master.log: a FIFO, not a regular file; "
+         "only regular files are read", rows={"bronze/zj_task_pods": 0, "bronze/zj_task_log_events": 0}),
+    Case("zj_pod_listing_is_a_fifo",
+         with_fifo({k: v for k, v in task_folder(LOG_HEAD).items() if k.endswith("master.log")},
+                   "taskinfo/20240101-0000-1/pod-node-starttime.log", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "taskinfo/20240101-0000-1/pod-node-starttime.log: a FIFO, not a regular file",
+         rows={"bronze/zj_task_pods": 0, "bronze/zj_task_log_events": 0}),
+    Case("zj_hourly_file_is_a_fifo",  # named as the file it is, not as the file it wants
+         with_fifo(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]), "trafficinfo/2024052400/2024052400_flow.csv",
+                   ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         "tracelake: error: trafficinfo/2024052400/2024052400_flow.csv: a FIFO, not a regular file; only regular files are read",
+         rows={"bronze/zj_port_counters": 0}),
+    Case("zj_port_file_is_a_fifo",
+         with_fifo(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
+                   f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv", ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
+         f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_41.csv: a FIFO, not a regular file", rows={"bronze/zj_port_counters": 0}),
+    # the last line of a growing log, cut short: never a record, its number prefixes never numbers
+    Case("zj_megatron_log_cut_in_the_elapsed_time", _megatron_log_cut_at("elapsed time per iteration (ms): 45"), 0,
+         rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
+         reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),
+    Case("zj_megatron_log_cut_in_the_loss", _megatron_log_cut_at("lm loss: 2.5"), 0,
+         rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
+         reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),
+    Case("zj_log_ending_in_a_progress_cr_is_whole",  # a tqdm bar ends its pieces with CR: nothing cut
+         files(task_folder(("\n".join(LOG_HEAD) + "\n" + ON_LOG.format(s=10, i=1) + "\n 50%|#####| 1/2 [00:10<00:10, 10.00s/it]\r").encode()),
+               ["ingest", "zhejiang", "--raw", "{raw}"]), 0,
+         rows={"bronze/zj_task_log_events": 4, "quarantine/zj_task_log_events": 0}, read={"zj_task_log_events": 4}),
+    # a run restarted from a checkpoint: positive steps, the restart as an event of its own
+    Case("zj_restarted_run_has_positive_steps", _restarted_then(
+        "query", "SELECT count(*) AS steps, min(duration_s) AS shortest, max(duration_s) AS longest, "
+                 "count(duration_s) AS timed FROM silver.zj_task_iterations"), 0,
+         stdout="steps,shortest,longest,timed\n8,10.0,10.0,7\n",  # step 4 after the restart: no start logged
+         rows={"bronze/zj_task_log_events": 14, "silver/zj_task_iterations": 8, "silver/zj_task_restarts": 1},
+         read={"zj_task_log_events": 14}),
+    Case("zj_restart_event_says_when_where_and_what_it_cost", _restarted_then(
+        "query", "SELECT restart, stopped_iteration, resumed_iteration, redone_iterations, pause_s, redone_s, "
+                 "time_lost_s FROM silver.zj_task_restarts"), 0,
+         stdout="restart,stopped_iteration,resumed_iteration,redone_iterations,pause_s,redone_s,time_lost_s\n"
+                "1,8,4,5,210.0,50.0,260.0\n", rows={"silver/zj_task_restarts": 1}),
     Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                        ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
@@ -567,6 +695,32 @@ CASES = [
     Case("query_quotes_and_comments_still_read",
          _query("SELECT 'it\\'s' AS a, \"x;y\" AS b, `DELETE`.c FROM (SELECT 1 AS c) AS `DELETE` /* DROP */ -- MERGE"), 0,
          stdout="a,b,c\nit's,x;y,1"),
+    # a path-addressed source or a file-reading function reads outside the lake: refused, named
+    Case("query_text_file_is_refused", _query("SELECT * FROM text.`/etc/passwd`"), 2,
+         "query reads the lake's tables (layer.table) only: text.`/etc/passwd` is refused"),
+    Case("query_csv_file_is_refused", _query("SELECT * FROM csv . `/etc/passwd`"), 2, "only: csv.`/etc/passwd` is refused"),
+    Case("query_parquet_file_is_refused", _query("SELECT count(*) FROM Parquet/**/.`/tmp/x.parquet`"), 2,
+         "only: Parquet.`/tmp/x.parquet` is refused"),
+    Case("query_binary_file_is_refused", _query("SELECT content FROM `binaryFile`.`/etc/shadow`"), 2,
+         "only: `binaryFile`.`/etc/shadow` is refused"),
+    Case("query_another_lake_is_refused", _query("SELECT * FROM delta.`/srv/other-lake/bronze/itp_jobs`"), 2,
+         "only: delta.`/srv/other-lake/bronze/itp_jobs` is refused"),
+    Case("query_path_under_a_catalog_is_refused", _query("SELECT * FROM spark_catalog.text.`/etc/passwd`"), 2,
+         "only: text.`/etc/passwd` is refused"),
+    Case("query_path_behind_identifier_is_refused", _query("SELECT * FROM IDENTIFIER('text.`/etc/passwd`')"), 2,
+         "only: IDENTIFIER(…) is refused"),
+    Case("query_file_reading_function_is_refused", _query("SELECT * FROM read_files('/etc/passwd')"), 2,
+         "only: read_files(…) is refused"),
+    Case("query_path_inside_a_string_still_reads", _query("SELECT 'text.`/etc/passwd`' AS s"), 0,
+         stdout="s\ntext.`/etc/passwd`\n"),
+    # questions about a table's columns: answered from its schema file
+    Case("query_describe_table_from_the_schema", _ingested_then("query", "DESCRIBE TABLE bronze.itp_jobs"), 0,
+         stdout="col_name,data_type,comment\ncluster,string,\"Cluster, from the archive member name (cluster01 … cluster10).\"\n"
+                "job_id,string,"),
+    Case("query_show_columns_from_the_schema", _ingested_then("query", "SHOW COLUMNS FROM itp_jobs IN bronze"), 0,
+         stdout="col_name\ncluster\njob_id\nsubmission_time\nduration\nnum_gpu\nsource_file\ningest_run_id\ningest_ts\n"),
+    Case("query_show_create_table_is_a_read", _ingested_then("query", "SHOW CREATE TABLE bronze.itp_jobs"), 0,
+         stdout="createtab_stmt\n\"CREATE TABLE bronze.itp_jobs (\n  cluster STRING NOT NULL COMMENT"),
     Case("query_unknown_table_is_input_error", _query("SELECT * FROM bronze.nope"), 2,
          "tracelake: error: query failed: Table not found: [TABLE_OR_VIEW_NOT_FOUND] Table or view not found: nope"),
     Case("query_division_by_zero_is_input_error", _query("SELECT 1/0"), 2, "tracelake: error: query failed: divide by zero"),
@@ -583,6 +737,8 @@ CASES = [
     Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
     # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
     # zone: another zone stored IPMI times 8 hours off without a word
+    Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
+         "local_engine must be one of private, tcp, got 'open'"),
     Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
          "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
 ]

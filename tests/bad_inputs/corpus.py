@@ -4,7 +4,11 @@ a fragment of the one-line message, and the rows each table must hold afterwards
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +40,7 @@ class Case:
     reasons: dict[str, list[list[str]]] = field(default_factory=dict)  # quarantine table -> sorted reasons
     read: dict[str, int] = field(default_factory=dict)  # bronze table -> data rows written: kept + quarantined
     stdout: str | None = None  # a fragment of stdout
+    hidden: str | None = None  # text that must appear nowhere in stdout or stderr
 
 
 def itp(rows: list[str], header: str = ITP_HEADER, member: str = "cluster01.csv") -> Callable[[Path], list[list[str]]]:
@@ -93,3 +98,34 @@ def task_folder(log_lines: list[str] | bytes) -> dict[str, str | bytes]:
 
 def copy_tree(source: Path, dest: Path) -> None:
     shutil.copytree(source, dest, dirs_exist_ok=True)
+
+
+FIFO_RELEASE_S = 120.0  # a regression then fails its case (the read sees an empty file) instead of hanging
+
+
+def fifo(path: Path) -> None:
+    """A FIFO at `path`. Should a reader block on it, a writer opens and closes it after
+    FIFO_RELEASE_S, so the reader sees its end and the case fails on its outcome."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+
+    def release() -> None:
+        deadline = time.monotonic() + 3600
+        time.sleep(FIFO_RELEASE_S)
+        while time.monotonic() < deadline and path.exists():
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                    return
+            time.sleep(1)
+    threading.Thread(target=release, daemon=True).start()
+
+
+def with_fifo(content: dict[str, str | bytes], fifo_name: str, command: list[str]) -> Callable[[Path], list[list[str]]]:
+    """`files(content, command)` plus a FIFO at `fifo_name` (relative to the raw folder)."""
+    def write(raw: Path) -> list[list[str]]:
+        runs = files(content, command)(raw)
+        fifo(raw / fifo_name)
+        return runs
+    return write

@@ -48,6 +48,8 @@ def test_bad_input_outcome(case, tmp_path, engine):
         assert last_line.startswith("tracelake") and "Traceback" not in done.stderr
     if case.stdout is not None:
         assert case.stdout in done.stdout
+    if case.hidden is not None:
+        assert case.hidden not in done.stdout + done.stderr
     tables = lake_tables(lake)  # opening each: every table still reads
     for table in tables.values():
         table.to_pyarrow_table()

@@ -143,6 +143,56 @@ def test_ctrl_c_ends_a_run_within_seconds_leaving_committed_versions(tmp_path):
     assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 3000
 
 
+def _handlers_installed(process: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Wait until the CLI caught SIGTERM (its first line: Python catches SIGINT by itself, never
+    SIGTERM), so a signal sent now meets our handler, not the interpreter's start-up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("delay_s", [0.0, 0.1, 0.3, 0.6, 1.2])
+def test_a_signal_at_any_moment_is_one_line(tmp_path, signum, delay_s):
+    """From the CLI's first line on (imports, parsing, engine start, the query), Ctrl-C and
+    SIGTERM print one line and exit 130 / 143; or the query had already answered."""
+    from tracelake.app.signals import CODES, LINES
+
+    process = subprocess.Popen([*CLI, "query", "SELECT 40 + 2 AS answer", "--lake", str(tmp_path / "lake")],
+                               env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _handlers_installed(process)
+    time.sleep(delay_s)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    if process.returncode == 0:
+        assert (out, err) == ("answer\n42\n", "")
+    else:
+        assert (process.returncode, err) == (CODES[signum], LINES[signum] + "\n")
+
+
+def test_sigterm_mid_ingest_is_ctrl_c_one_line_and_staging_removed(tmp_path):
+    raw, lake = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake"
+    process = _start_ingest(raw, lake)
+    _wait_for_first_table(lake, process)
+    process.send_signal(signal.SIGTERM)
+    rc = process.wait(timeout=30)
+    stderr = process.stderr.read()
+    assert rc in (0, 143), stderr  # 0 only if the run had just finished
+    assert "Traceback" not in stderr
+    if rc == 143:
+        assert stderr.rstrip().splitlines()[-1] == "tracelake: terminated; tables keep their last committed versions"
+    assert [p.name for p in (lake / "_staging").iterdir()] == []  # the run's staging folder went with it
+    for table in lake_tables(lake).values():
+        table.to_pyarrow_table()
+    rerun = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
+    assert rerun.returncode == 0, rerun.stderr
+    assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == 3000
+
+
 @pytest.mark.parametrize("delay_s", [0.0, 0.5, 1.5])
 def test_kill_9_mid_ingest_leaves_readable_tables_and_a_rerun_converges(tmp_path, delay_s):
     raw, lake, clean = _itp_raw(tmp_path / "raw", 3000), tmp_path / "lake", tmp_path / "clean"
@@ -185,3 +235,31 @@ def test_the_losing_side_of_a_commit_race_says_to_retry():
     message = _one_line(RuntimeError("Delta error: Failed to commit transaction: 0"))
     assert message == ("another writer committed to a table of this run first (Delta commit conflict); "
                        "this run's write of it was not committed: retry")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB file system, mounted for the test (root only)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_is_exit_2_whoever_writes(tmp_path, tiny_disk):
+    """The lake on a full disk: the engine's Parquet writer (staging elsewhere) and Python's
+    unpacking (staging on that disk too) both end in exit 2 and one line naming the reason."""
+    raw = _itp_raw(tmp_path / "raw", 20000)  # 0.6 MB of CSV
+    engine_writes = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tiny_disk / "a"),
+                              "--conf", f"staging_dir={tmp_path / 'staging'}")
+    python_writes = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(tiny_disk / "b"))
+    assert engine_writes.returncode == python_writes.returncode == 2, engine_writes.stderr + python_writes.stderr
+    assert engine_writes.stderr.splitlines()[-1].startswith(
+        "tracelake: error: cannot write or read a file: No space left on device (the engine: ")
+    assert python_writes.stderr.splitlines()[-1] == "tracelake: error: cannot write or read a file: No space left on device"
+    assert "Traceback" not in engine_writes.stderr + python_writes.stderr

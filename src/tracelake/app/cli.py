@@ -11,17 +11,15 @@ import contextlib
 import csv
 import json
 import os
-import signal
+import re
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime
 from typing import Any
 
+from tracelake.app import signals
 from tracelake.config import PROFILES
-from tracelake.errors import TracelakeError
-
-INTERRUPT_GRACE_S = 5.0  # after Ctrl-C, the longest a run may take to stop
+from tracelake.errors import TracelakeError, printable
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -137,31 +135,12 @@ def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
         if need_lake:
             _require_lake(config)
         yield engine, config
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # no session stop: the client's release-session retries can hang; committed versions
-        # stay as they are, and the in-process engine ends with the process
-        _exit_interrupted()
+        # stay as they are, and the engine ends with the process
+        signals.exit_now(signals.signal_of(exc))
     finally:
         engine.stop()
-
-
-INTERRUPTED = "tracelake: interrupted; tables keep their last committed versions"
-
-
-def _exit_interrupted(*_) -> None:
-    """End the process now, saying so: the same line as an unwound Ctrl-C (os._exit flushes nothing)."""
-    print(INTERRUPTED, file=sys.stderr, flush=True)
-    os._exit(130)
-
-
-def _on_interrupt(signum, frame) -> None:
-    """First Ctrl-C: unwind (KeyboardInterrupt), with a few seconds' grace; a second one, or the
-    grace running out while the engine blocks it, ends the process at once."""
-    timer = threading.Timer(INTERRUPT_GRACE_S, _exit_interrupted)
-    timer.daemon = True
-    timer.start()
-    signal.signal(signal.SIGINT, _exit_interrupted)
-    raise KeyboardInterrupt
 
 
 def _progress():
@@ -230,11 +209,32 @@ def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -
         writer.writerow([_csv_value(v) for v in row])
 
 
+def _schema_answer(args: argparse.Namespace, sql: str):
+    """(header, rows) of DESCRIBE TABLE / SHOW COLUMNS / SHOW CREATE TABLE of a lake table, from
+    its schema file; None for any other statement or table (the engine answers, or says what is
+    wrong)."""
+    from tracelake.app.schema_sql import schema_question
+    from tracelake.delta.catalog import list_lake_tables
+    from tracelake.schema import table_schema
+
+    question = schema_question(sql)
+    if question is None:
+        return None
+    config = _config(args)
+    for layer, table in list_lake_tables(config):
+        if config.table_name(layer, table) == question.table:
+            return question.answer(table_schema(f"{layer}.{table}"), config.table_path(layer, table))
+    return None
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from tracelake.app.readonly import check_read_only
     from tracelake.delta.catalog import register_all
 
     check_read_only(args.sql)  # before any engine starts
+    if answer := _schema_answer(args, args.sql):
+        write_csv(*answer)
+        return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
         result = _run_query(engine.spark, args.sql)
@@ -363,20 +363,28 @@ def _one_line(exc: BaseException) -> str:
 
     root = explain_engine_error(exc)  # a JVM failure: its root cause, not "o1199.save"
     if root:
-        return root
+        return printable(root)
     text = str(exc).strip() or type(exc).__name__
     if "Failed to commit transaction" in text:  # Delta's optimistic concurrency: another writer won
         return ("another writer committed to a table of this run first (Delta commit conflict); "
                 "this run's write of it was not committed: retry")
-    first = text.splitlines()[0]
-    return first if isinstance(exc, TracelakeError) else f"{type(exc).__name__}: {first}"
+    if isinstance(exc, TracelakeError):  # ours are one line: a line break in one is echoed input
+        return printable(text)
+    return printable(f"{type(exc).__name__}: {text.splitlines()[0]}")
+
+
+def _machine_refused(exc: BaseException) -> str | None:
+    """The operating system's reason when an error of the engine or of the deltalake package
+    (Rust, so no OSError) comes from a system call: `… (os error 28)` is a full disk."""
+    found = re.search(r"\(os error (\d+)\)", str(exc))
+    return os.strerror(int(found.group(1))) if found else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("RUST_LOG", "error")  # Sail logs sessions at INFO and no-op persists at WARN
+    signals.end_at_once()  # parsing imports every source: nothing to clean up yet
     args = build_parser().parse_args(argv)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_interrupt)
+    signals.unwind_first()
     try:
         return COMMANDS[args.command](args)
     except TracelakeError as exc:
@@ -384,18 +392,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("tracelake: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(signals.LINES[signals.signal_of(exc)], file=sys.stderr)
+        return signals.CODES[signals.signal_of(exc)]
     except OSError as exc:  # the machine said no: a path that is not there, not writable, a full disk
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"tracelake: error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"use {exc.filename}" if exc.filename else "write or read a file"
+        print(printable(f"tracelake: error: cannot {where}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
+        refused = _machine_refused(exc)
+        if refused:  # the same as an OSError in Python: the engine's writer met a full disk, say
+            print(f"tracelake: error: cannot write or read a file: {refused} (the engine: {_one_line(exc)})",
+                  file=sys.stderr)
+            return 2
         print(f"tracelake: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except BaseException as exc:  # a Rust panic in deltalake or pysail surfaces as pyo3's PanicException

@@ -3,7 +3,9 @@
 Spark SQL executes DELETE, INSERT OVERWRITE, MERGE, DROP … on Delta tables as readily as a SELECT,
 and a CTE may front a write (`WITH t AS (…) INSERT …`). So a statement is accepted only when its
 first keyword reads (SELECT, WITH, SHOW, …) and no write keyword appears outside quotes and
-comments; several statements at once are refused too.
+comments; several statements at once are refused too. It reads the lake's tables by name and
+nothing else: a source addressed by its path (``text.`/etc/passwd` ``, ``delta.`<another lake>` ``),
+a file-reading table function, or IDENTIFIER(…) (a name in a string) is refused, the name quoted.
 
 Where a quote or comment ends is where engines differ: Spark's r'…' takes no backslash escape,
 its `--` comment goes on past a backslash-newline and its /*+ … */ is a hint (code); Sail reads
@@ -19,11 +21,21 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, printable
 
 READ_FIRST = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "VALUES", "TABLE", "FROM"}
 WRITES = {"INSERT", "DELETE", "UPDATE", "MERGE", "DROP", "CREATE", "ALTER", "TRUNCATE", "OVERWRITE",
           "REPAIR", "MSCK", "VACUUM", "OPTIMIZE", "RESTORE", "LOAD", "REFRESH", "CACHE", "UNCACHE"}
+# data sources Spark or Sail read a path with, as `format.`path``: the qualifier alone is refused
+FILE_FORMATS = {"text", "csv", "json", "parquet", "orc", "avro", "delta", "binaryfile", "iceberg", "hudi",
+                "xml", "arrow", "jdbc", "lance", "python", "console", "noop", "rate", "socket", "kafka",
+                "libsvm", "image", "file", "files"}
+# table functions that read files (read_files, read_csv, …), call Java (classic Spark), or take a
+# name as a string the guard cannot read
+FILE_FUNCTIONS = re.compile(r"\b(read_\w+|cloud_files|reflect|try_reflect|java_method|identifier)\s*\(", re.I)
+_PART = r"(?:[A-Za-z_]\w*|`\d+`)"
+DOTTED = re.compile(rf"(?<![\w`.]){_PART}(?:\s*\.\s*{_PART})+")  # a dotted name, all its parts
+PATH_LIKE = re.compile(r"[/\\:~]|^\.")
 _STARTS = re.compile(r"--|/\*|['\"`$]|(?<!\w)[rR](?=['\"])")  # where a quote or comment may begin
 _LINE_END = re.compile(r"[\r\n]")
 
@@ -105,15 +117,30 @@ def _skip(sql: str, i: int, lx: Lexer) -> int | None:
     return _closed_by(sql, i + 2, head[1]) if lx.raw else None  # r'…' (_STARTS stops only there)
 
 
-def _bare(sql: str, lx: Lexer) -> str:
-    """`sql` with its strings, quoted names and comments blanked, as `lx` reads them."""
+def _bare(sql: str, lx: Lexer, names: list[str] | None = None) -> str:
+    """`sql` with its strings, quoted names and comments blanked, as `lx` reads them; with
+    `names`, a `quoted name` becomes `<n>` instead (its n-th item: the name without quotes)."""
     parts, i = [], 0
     while match := _STARTS.search(sql, i):
-        end = _skip(sql, match.start(), lx)
-        parts.append(sql[i:match.start()] + " " if end is not None else sql[i:match.start() + 1])
-        i = end if end is not None else match.start() + 1
+        start = match.start()
+        end = _skip(sql, start, lx)
+        if end is None:
+            parts.append(sql[i:start + 1])
+        elif names is not None and sql[start] == "`":
+            parts.append(f"{sql[i:start]} `{len(names)}` ")
+            names.append(sql[start + 1:end - 1] if end > start + 1 and sql[end - 1] == "`" else sql[start + 1:end])
+        else:
+            parts.append(sql[i:start] + " ")
+        i = end if end is not None else start + 1
     parts.append(sql[i:])
     return "".join(parts)
+
+
+def spark_reading(sql: str) -> tuple[str, list[str]]:
+    """The statement as Spark reads it: strings and comments blanked, quoted names as `<n>`
+    placeholders into the list of names (for matching a statement's shape)."""
+    names: list[str] = []
+    return _bare(sql, SPARK, names), names
 
 
 def _words_and_separators(bare: str) -> tuple[list[str], bool]:
@@ -123,10 +150,38 @@ def _words_and_separators(bare: str) -> tuple[list[str], bool]:
 
 def _refused_verb(words: list[str]) -> str | None:
     """The word that makes a statement a write (or not a read); None for a read."""
-    writes = [w for w in words if w in WRITES]
+    ddl = words[:3] == ["SHOW", "CREATE", "TABLE"]  # prints a table's DDL: a read
+    writes = [w for w in words[3 if ddl else 0:] if w in WRITES]
     if writes:
         return writes[0]
     return words[0] if words and words[0] not in READ_FIRST else None
+
+
+def _name(part: str, names: list[str]) -> str:
+    """A part of a dotted name as written: a placeholder back in its backticks."""
+    return f"`{names[int(part[1:-1])]}`" if part.startswith("`") else part
+
+
+def _unquoted(part: str, names: list[str]) -> str:
+    return names[int(part[1:-1])] if part.startswith("`") else part
+
+
+def _file_read(sql: str, lx: Lexer) -> str | None:
+    """What in `sql`, as `lx` reads it, reads something other than a lake table by name: a
+    source addressed by its path (`csv.`/etc/passwd``, `delta.`<another lake>``, a format before
+    any name), a file-reading table function, IDENTIFIER(…), whose string the guard cannot see
+    into; None when there is none."""
+    names: list[str] = []
+    bare = _bare(sql, lx, names)
+    for chain in DOTTED.finditer(bare):
+        parts = re.split(r"\s*\.\s*", chain.group())
+        for qualifier, target in zip(parts, parts[1:]):
+            plain = _unquoted(qualifier, names).lower()
+            if plain in FILE_FORMATS or (target.startswith("`") and PATH_LIKE.search(_unquoted(target, names))):
+                return f"{_name(qualifier, names)}.{_name(target, names)}"
+    if call := FILE_FUNCTIONS.search(bare):
+        return f"{call.group(1)}(…)"
+    return None
 
 
 def check_read_only(sql: str) -> None:
@@ -143,4 +198,10 @@ def check_read_only(sql: str) -> None:
             raise TracelakeError(
                 f"query is read-only: {verb} statements are refused "
                 "(tables change only through `tracelake ingest` and `tracelake maintain`)"
+            )
+    for lx in LEXERS:
+        if refused := _file_read(sql, lx):
+            raise TracelakeError(
+                f"query reads the lake's tables (layer.table) only: {printable(refused)} is refused "
+                "(files and other lakes are not read through query)"
             )

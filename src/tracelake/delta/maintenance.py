@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tracelake.engine import Engine
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, first_line
 
 MAX_RETENTION_HOURS = 100 * 8766  # 100 years; far larger spans overflow deltalake's time arithmetic (a panic)
 
@@ -50,7 +50,7 @@ def _delta_table(engine: Engine, path: str):
     try:
         return DeltaTable(path)
     except Exception as exc:  # noqa: BLE001 - e.g. missing object-store credentials
-        raise TracelakeError(f"cannot open Delta table {path} from this process: {exc}") from exc
+        raise TracelakeError(f"cannot open Delta table {path} from this process: {first_line(exc)}") from exc
 
 
 def history(engine: Engine, path: str, limit: int | None = None) -> list[Commit]:

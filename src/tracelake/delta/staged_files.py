@@ -25,7 +25,7 @@ from pathlib import Path
 from tracelake.config import Config
 from tracelake.schema import TableSchema
 
-PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a folder name that needs no URL encoding in the log
+PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.-]+")  # a folder name that needs no URL encoding in the log
 
 
 def commits_staged(config: Config, schema: TableSchema, partitions: list[tuple] | None) -> bool:
@@ -35,7 +35,7 @@ def commits_staged(config: Config, schema: TableSchema, partitions: list[tuple] 
         return False
     values = partitions[0]
     return len(values) == len(schema.partition_by) and all(
-        v is not None and PLAIN_VALUE.match(str(v)) for v in values)
+        v is not None and PLAIN_VALUE.fullmatch(str(v)) for v in values)
 
 
 def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Path) -> None:

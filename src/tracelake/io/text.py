@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import os
+import stat
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.errors import TracelakeError
+from tracelake.errors import TracelakeError, printable
 from tracelake.io.frames import union_all
 from tracelake.schema import TableSchema
 
@@ -30,6 +32,24 @@ class RawFile:
     name: str
     constants: dict[str, str | None] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def regular_file(path: str | Path, name: str) -> Path:
+    """`path`, when it is a regular file (a link is followed); else a TracelakeError naming it and
+    what it is. Every input is checked so before it is read: a FIFO blocks the read, and with it
+    the run holding the lake's lock, until someone writes to it; a device never ends."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TracelakeError(f"{name}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        kind = next((what for test, what in _KINDS if test(mode)), "not a file")
+        raise TracelakeError(f"{name}: {kind}, not a regular file; only regular files are read")
+    return Path(path)
 
 
 def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:
@@ -93,9 +113,18 @@ def check_header(raw: RawFile, schema: TableSchema) -> None:
         raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
     if first != expected:
         raise TracelakeError(
-            f"{raw.name}: header '{first[:200]}' does not match {schema.full_name}'s "
+            f"{raw.name}: header {quoted_content(raw.path, first)} does not match {schema.full_name}'s "
             f"documented header '{expected}'"
         )
+
+
+def quoted_content(path: str | Path, text: str, limit: int = 200) -> str:
+    """A file's text as an error may quote it: escaped, cut at `limit`, and not at all when the
+    file is a symbolic link (the link may lead to a file its owner never meant to show, and an
+    error message travels to logs others read)."""
+    if Path(path).is_symlink():
+        return "(not shown: the file is a symbolic link)"
+    return f"'{printable(text[:limit])}'"
 
 
 def _line_endings(raw: RawFile) -> tuple[bool, bool]:

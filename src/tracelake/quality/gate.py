@@ -44,6 +44,7 @@ class RuleResult:
     unexpected_count: int | None
     unexpected_percent: float | None
     observed_value: str | None
+    counts: str = "rows"  # what unexpected_count counts (meta.counts: an aggregate query's rows are not rows)
 
 
 @dataclass
@@ -183,6 +184,7 @@ def _to_rule_result(raw: Any, by_id: dict[str, dict]) -> tuple[RuleResult, dict]
             unexpected_count=result.get("unexpected_count"),
             unexpected_percent=None if percent is None else float(percent),
             observed_value=_observed(result),
+            counts=by_id[ident]["meta"].get("counts", "rows"),
         ),
         result,
     )
@@ -201,7 +203,7 @@ def _kwargs_json(expectation: dict[str, Any]) -> str:
 def _result(ident: str, exp: dict, success: bool, element: int | None = None, unexpected: int | None = None,
             percent: float | None = None, observed: str | None = None) -> RuleResult:
     return RuleResult(ident, exp["type"], _kwargs_json(exp), exp["meta"]["severity"], success,
-                      element, unexpected, percent, observed)
+                      element, unexpected, percent, observed, exp["meta"].get("counts", "rows"))
 
 
 def _evaluate(

@@ -46,7 +46,9 @@ def warning_lines(results: list[RuleResult]) -> tuple[str, ...]:
     for r in results:
         if r.severity != "warning" or (r.success and not r.unexpected_count):
             continue
-        if r.unexpected_count is not None and r.unexpected_percent is not None:
+        if r.unexpected_count is not None and r.counts != "rows":  # a share of rows would be of other things
+            lines.append(f"{r.expectation_id}: {r.unexpected_count} {r.counts}")
+        elif r.unexpected_count is not None and r.unexpected_percent is not None:
             lines.append(f"{r.expectation_id}: {r.unexpected_count} rows ({r.unexpected_percent:.2f}%)")
         else:
             lines.append(f"{r.expectation_id}: observed {r.observed_value}")

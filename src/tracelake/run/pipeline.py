@@ -37,7 +37,7 @@ def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
     return path
 
 
-RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")  # Run.new's run ids
+RUN_FOLDER = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")  # Run.new's run ids
 SHARED_STAGING_STALE_S = 6 * 3600  # a staging folder shared by several lakes: older runs only
 
 
@@ -52,7 +52,7 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     now = time.time()
     stale = [
         p for p in root.iterdir()
-        if p != keep and RUN_FOLDER.match(p.name) and p.is_dir() and not p.is_symlink()
+        if p != keep and RUN_FOLDER.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
         and (own or now - p.stat().st_mtime > SHARED_STAGING_STALE_S)
     ]
     for path in stale:

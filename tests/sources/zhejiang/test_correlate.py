@@ -70,13 +70,30 @@ def test_bucketed_overlap_join_keeps_each_overlapping_pair_once(spark):
     assertDataFrameEqual(pairs, expected)
 
 
+ITERATIONS_DDL = ("task_id string, iteration int, start_ts timestamp, end_ts timestamp, duration_s double, "
+                  "is_checkpoint boolean, restarts_before int, after_restart boolean")
+
+
+@pytest.mark.portable
+def test_baseline_and_slow_flags_work_within_a_run_segment(spark):
+    """Steps 1-5 at 10 s, a restart, steps 6-10 at 20 s (a run resumed on slower hardware): each
+    segment is measured against itself, so no step after the restart is slow; one at 30 s is."""
+    durations = [10.0] * 5 + [20.0, 20.0, 30.0, 20.0, 20.0]
+    its = spark.createDataFrame(
+        [("t", i + 1, at(10 * i), at(10 * i + d), d, False, int(i >= 5), i == 5) for i, d in enumerate(durations)],
+        ITERATIONS_DDL)
+    got = with_baseline(its, Rules(baseline_k=2)).orderBy("iteration").select("iteration", "baseline_s", "is_slow")
+    assert [tuple(r) for r in got.collect()] == [
+        (1, 10.0, False), (2, 10.0, False), (3, 10.0, False), (4, 10.0, False), (5, 10.0, False),
+        (6, 20.0, False), (7, 20.0, False), (8, 20.0, True), (9, 20.0, False), (10, 20.0, False)]
+
+
 @pytest.mark.portable
 def test_baseline_is_the_median_of_the_surrounding_iterations(spark):
     # k = 2, lower quartile: 4 sees 10, 10, 30, 10, 10; 7 is 5 % over its baseline, not slow
     durations = [10.0, 10.0, 10.0, 30.0, 10.0, 10.0, 10.5]
     its = spark.createDataFrame(
-        [("t", i + 1, at(10 * i), at(10 * i + d), d, False) for i, d in enumerate(durations)],
-        "task_id string, iteration int, start_ts timestamp, end_ts timestamp, duration_s double, is_checkpoint boolean")
+        [("t", i + 1, at(10 * i), at(10 * i + d), d, False, 0, False) for i, d in enumerate(durations)], ITERATIONS_DDL)
     got = with_baseline(its, Rules(baseline_k=2)).select("iteration", "baseline_s", "slowdown", "is_slow")
     expected = spark.createDataFrame(
         [(1, 10.0, 1.0, False), (2, 10.0, 1.0, False), (3, 10.0, 1.0, False), (4, 10.0, 3.0, True),
@@ -155,14 +172,16 @@ def _util(port: str, second: float) -> float:
     return 0.01
 
 
-def _scenario(spark):
+def _scenario(spark, restart_at: int | None = None):
+    """The scenario's task, its network records; with `restart_at`, the run restarted just
+    before that iteration (which is then the first after a restart)."""
     ranks = frame(spark, [
         ("t", 0, "t-master", "GPU-1", "10.107.254.1", 1, LEAF1, "Leaf-1", PORT_A, "10.107.222.1"),
         ("t", 1, "t-worker-1", "GPU-2", "10.107.254.2", 1, LEAF1, "Leaf-1", PORT_B, "10.107.222.2"),
     ], RANK_DDL)
     its = frame(
-        spark, [("t", i, at(s), at(e), float(e - s), i == 8) for i, s, e, _, _ in _scenario_iterations()],
-        "task_id string, iteration int, start_ts timestamp, end_ts timestamp, duration_s double, is_checkpoint boolean")
+        spark, [("t", i, at(s), at(e), float(e - s), i == 8, int(restart_at is not None and i >= restart_at), i == restart_at)
+                for i, s, e, _, _ in _scenario_iterations()], ITERATIONS_DDL)
     # counters: one rated row per second up to 180 s, both directions alike
     rates = frame(
         spark, [(LEAF1, p, at(s), at(s - 1), _util(p, s - 0.5), _util(p, s - 0.5),
@@ -236,6 +255,17 @@ def test_task_summary_counts_slow_and_explained_iterations(spark, scenario):
         "slow_explained_by_network int, share_explained_by_network double, slow_checkpoints int, "
         "top_suspect_ports array<string>, suspect_reasons array<string>")
     assertDataFrameEqual(got, expected)
+
+
+def test_the_first_step_after_a_restart_is_never_blamed_on_the_network(spark, scenario):
+    """Iteration 5 is slow with its access port saturated (blamed in the scenario); as the first
+    step after a restart (its warm-up) it is named on no port, and the others keep their verdicts."""
+    paths, its, rates, minutes, flows, links = _scenario(spark, restart_at=5)
+    got = {r.iteration: (r.is_slow, r.suspect_reason) for r in iteration_network(paths, its, rates, minutes, flows, links).collect()}
+    before = {r.iteration: (r.is_slow, r.suspect_reason) for r in scenario.collect()}
+    assert before[5] == (True, "access_saturation")
+    assert got[5] == (True, "none")
+    assert {i: v for i, v in got.items() if i < 5 or i > 7} == {i: v for i, v in before.items() if i < 5 or i > 7}
 
 
 def test_no_network_data_means_coverage_zero_and_no_suspect(spark):

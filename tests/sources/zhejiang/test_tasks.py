@@ -29,7 +29,7 @@ from tracelake.sources.zhejiang import tasklogs, topology
 from tracelake.sources.zhejiang.synth import tasks as generate_tasks
 from tracelake.sources.zhejiang.synth.tasks import HostSpec, TaskSpec, nccl_nics, write_task
 from tracelake.sources.zhejiang.tasklogs import parse_log_events, parse_pods, plan
-from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
+from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks, task_restarts
 
 TASK = "20240429-0613-4"
 JOB = "llama2-7b-new-5b-2b1ef"
@@ -369,3 +369,81 @@ def test_writer_is_deterministic_and_checks_its_spec(tmp_path):
         write_task(tmp_path, TaskSpec("20240523-1541-3", *list(spec.__dict__.values())[1:]), seed=3)
     with pytest.raises(TracelakeError, match="style must be 'hf' or 'megatron'"):
         write_task(tmp_path, TaskSpec(spec.task_id, spec.job, "fsdp", *list(spec.__dict__.values())[3:]), seed=3)
+
+
+# ---------------------------------------------------------------- a run restarted from a checkpoint
+
+HF_START = "[INFO|trainer.py:1721] 2024-01-01 00:{m:02d}:{s:02d},000 >> ***** Running training *****"
+HF_STEP = ("[2024-01-01 00:{m:02d}:{s:02d},000] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, learning_rate: 1e-05, "
+           "epoch: 0.5, iter: {i}/10,  00:10 < 00:10,  10.0s/it")
+MEGATRON_STEP = ("[2024-01-01 00:{m:02d}:{s:02d}] iteration {i:>8}/      10 | consumed samples: {n:>12} | elapsed time "
+                 "per iteration (ms): 10000.0 | learning rate: 1.000E-05 | global batch size:  1024 | lm loss: 2.5E+00 |")
+
+
+def _at(seconds: int) -> dict[str, int]:
+    return {"m": seconds // 60, "s": seconds % 60}
+
+
+def _restarted_log(style: str, start_logged: bool) -> list[str]:
+    """Steps 1-8 every 10 s from 00:00:00, then a restart from the checkpoint after step 3: steps
+    4-6 again, ending at 00:04:50, 00:05:00, 00:05:10 (HF: a training start at 00:04:40 when
+    `start_logged`)."""
+    step = HF_STEP if style == "hf" else MEGATRON_STEP
+    lines = [HF_START.format(**_at(0))] if style == "hf" else []
+    lines += [step.format(i=i, n=1024 * i, **_at(10 * i)) for i in range(1, 9)]
+    if start_logged:
+        lines.append(HF_START.format(**_at(280)))
+    lines += [step.format(i=i, n=1024 * i, **_at(250 + 10 * i)) for i in range(4, 7)]
+    return lines
+
+
+def _restarted_events(spark, tmp_path: Path, style: str, start_logged: bool = False):
+    task = tmp_path / "taskinfo" / "20240101-0000-1"
+    task.mkdir(parents=True)
+    base = FIXTURES / "tasks" / "taskinfo" / "20240101-0000-1"
+    (task / "pod-node-starttime.log").write_text((base / "pod-node-starttime.log").read_text())
+    (task / "demo-a1b2c-master.log").write_text("\n".join(_restarted_log(style, start_logged)) + "\n")
+    logs = {i.table: i for i in plan(tmp_path, tmp_path / "staging")}["bronze.zj_task_log_events"]
+    events = parse_log_events(spark, logs.files, load_schema("bronze.zj_task_log_events"))
+    assert events.filter(F.size(PARSE_ERRORS) > 0).count() == 0
+    return _stored(events, tmp_path / "events")
+
+
+def _restart_rows(restarts):
+    return [(r.restart, r.stopped_iteration, r.resumed_iteration, r.redone_iterations, r.pause_s, r.redone_s,
+             r.time_lost_s, r.pause_to_step_start, r.stopped_ts.strftime("%H:%M:%S"), r.resumed_ts.strftime("%H:%M:%S"))
+            for r in restarts.orderBy("restart").collect()]
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("style, start_logged, first_after, pause", [
+    ("hf", False, None, 210.0),   # no training start logged after the restart: step 4's start unknown
+    ("hf", True, 10.0, 200.0),    # `***** Running training *****` at 00:04:40
+    ("megatron", False, 10.0, 200.0),  # Megatron logs each step's own elapsed time
+])
+def test_a_restarted_run_gives_positive_steps_and_a_restart_event(spark, tmp_path, style, start_logged, first_after, pause):
+    events = _restarted_events(spark, tmp_path, style, start_logged)
+    steps = task_iterations(events).orderBy("iteration").select(
+        "iteration", "duration_s", "restarts_before", "after_restart").collect()
+    assert [tuple(r) for r in steps] == [
+        (1, 10.0, 0, False), (2, 10.0, 0, False), (3, 10.0, 0, False),
+        (4, first_after, 1, True), (5, 10.0, 1, False), (6, 10.0, 1, False),  # the run that went on
+        (7, 10.0, 0, False), (8, 10.0, 0, False)]  # logged once, before the restart
+    # stopped after step 8 at 00:01:20, went back to step 4; steps 4-8 (50 s) thrown away
+    assert _restart_rows(task_restarts(events)) == [
+        (1, 8, 4, 5, pause, 50.0, pause + 50.0, first_after is not None, "00:01:20", "00:04:50")]
+
+
+@pytest.mark.portable
+def test_a_run_without_restarts_has_no_restart_rows_and_one_segment(spark, tmp_path):
+    task = tmp_path / "taskinfo" / "20240101-0000-1"
+    task.mkdir(parents=True)
+    base = FIXTURES / "tasks" / "taskinfo" / "20240101-0000-1"
+    (task / "pod-node-starttime.log").write_text((base / "pod-node-starttime.log").read_text())
+    (task / "demo-a1b2c-master.log").write_text(
+        "\n".join([HF_START.format(**_at(0)), *(HF_STEP.format(i=i, **_at(10 * i)) for i in range(1, 4))]) + "\n")
+    logs = {i.table: i for i in plan(tmp_path, tmp_path / "staging")}["bronze.zj_task_log_events"]
+    events = parse_log_events(spark, logs.files, load_schema("bronze.zj_task_log_events"))
+    assert task_restarts(events).count() == 0
+    assert [tuple(r) for r in task_iterations(events).orderBy("iteration").select(
+        "iteration", "duration_s", "restarts_before").collect()] == [(1, 10.0, 0), (2, 10.0, 0), (3, 10.0, 0)]

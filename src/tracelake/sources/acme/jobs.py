@@ -8,6 +8,7 @@ strict per file), and the Kalos-only columns come out null for Seren.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import parse_lines
-from tracelake.io.text import RawFile, check_header, read_raw_lines
+from tracelake.io.text import RawFile, check_header, read_raw_lines, regular_file
 from tracelake.schema import TableSchema
 
 TABLE = "bronze.acme_jobs"
@@ -67,7 +68,8 @@ def parse_acme_jobs(spark: SparkSession, files: list[RawFile], schema: TableSche
 
 def _find(raw_dir: Path, cluster: str) -> Path | None:
     name = FILE_NAME.format(cluster=cluster)
-    found = [p for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if p.is_file()]
+    found = [regular_file(p, p.relative_to(raw_dir).as_posix())
+             for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if os.path.lexists(p)]
     if len(found) > 1:
         raise TracelakeError(f"{raw_dir}: {name} is both at the top and in {RELEASE_FOLDER}/; keep one")
     return found[0] if found else None

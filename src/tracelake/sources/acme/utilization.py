@@ -57,7 +57,7 @@ from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.staging import stage, write_staged
-from tracelake.io.text import RawFile
+from tracelake.io.text import RawFile, quoted_content, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
@@ -78,9 +78,9 @@ CLUSTERS = ("seren", "kalos")
 IPMI_DIR = "ipmi"
 IPMI_DEFAULT_CLUSTER = "seren"  # the release's utilization/ipmi holds Seren's servers
 LOCAL_ZONE = "Asia/Shanghai"
-METRIC_FILE = re.compile(r"^(?P<metric>[A-Za-z0-9_]+?)(?:-(?P<month>\d{4}-\d{2}))?\.csv(?:\.gz)?$")
-POWER_FILE = re.compile(r"^(?P<kind>[A-Za-z0-9_]+?)_Power\.csv(?:\.gz)?$")
-COLUMN_NAME = re.compile(r"^(?P<node>[^-\s]+)(?:-(?P<gpu>\d+))?(?:-(?P<ib>[A-Za-z][A-Za-z0-9]*_\d+))?$")
+METRIC_FILE = re.compile(r"(?P<metric>[A-Za-z0-9_]+?)(?:-(?P<month>\d{4}-\d{2}))?\.csv(?:\.gz)?")
+POWER_FILE = re.compile(r"(?P<kind>[A-Za-z0-9_]+?)_Power\.csv(?:\.gz)?")
+COLUMN_NAME = re.compile(r"(?P<node>[^-\s]+)(?:-(?P<gpu>\d+))?(?:-(?P<ib>[A-Za-z][A-Za-z0-9]*_\d+))?")
 NODE_COLUMNS = ("ip", "node", "host", "hostname", "server", "instance")
 
 # unit of each metric's raw values (ratio = 0..1; percent = 0..100)
@@ -112,13 +112,13 @@ def read_header(path: str, name: str) -> Header:
         raise TracelakeError(f"{name}: empty file, expected a header starting with Time")
     names = tuple(first.split(","))
     if "Time" not in names:
-        raise TracelakeError(f"{name}: header has no Time column: '{first[:120]}'")
+        raise TracelakeError(f"{name}: header has no Time column: {quoted_content(path, first, 120)}")
     return Header(names)
 
 
 def parse_column_name(name: str) -> tuple[str | None, int | None, str | None, str | None]:
     """(node, gpu index, IB device, error) of a metric column such as 10.140.0.1-3 or -mlx5_0."""
-    match = COLUMN_NAME.match(name)
+    match = COLUMN_NAME.fullmatch(name)
     if not match:
         return None, None, None, f"column '{name}' is not <node>[-<gpu>][-<ib device>]"
     gpu = match.group("gpu")
@@ -128,7 +128,9 @@ def parse_column_name(name: str) -> tuple[str | None, int | None, str | None, st
 # ---------------------------------------------------------------- planning (file discovery)
 
 def _csvs(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and re.search(r"\.csv(\.gz)?$", p.name))
+    """The CSVs of a folder; one that is not a regular file (a FIFO, a device) is refused."""
+    return sorted(regular_file(p, p.name) for p in folder.iterdir()
+                  if not p.is_dir() and re.search(r"\.csv(\.gz)?$", p.name))
 
 
 def _rel(path: Path, raw_dir: Path) -> str:
@@ -153,7 +155,7 @@ def _one_per_series(files: list[RawFile], keys: tuple[str, ...]) -> None:
 def _metric_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
     files = []
     for path in _csvs(folder):
-        match = METRIC_FILE.match(path.name)
+        match = METRIC_FILE.fullmatch(path.name)
         if not match:
             raise TracelakeError(
                 f"{_rel(path, raw_dir)}: utilization files are <METRIC>.csv or <METRIC>-<YYYY>-<MM>.csv"
@@ -169,7 +171,7 @@ def _metric_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
 def _power_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
     files = []
     for path in _csvs(folder):
-        match = POWER_FILE.match(path.name)
+        match = POWER_FILE.fullmatch(path.name)
         if not match:
             raise TracelakeError(f"{_rel(path, raw_dir)}: IPMI files are <KIND>_Power.csv, e.g. GPU_AB_Power.csv")
         files.append(RawFile(str(path), _rel(path, raw_dir),

@@ -6,6 +6,7 @@ staging folder; lineage names keep the archive (`raw-traces.tar.gz!cluster01.csv
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -13,11 +14,11 @@ from tracelake.api.contract import TableInput
 from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
 from tracelake.io.archives import extract_members
-from tracelake.io.text import RawFile
+from tracelake.io.text import RawFile, regular_file
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
-CLUSTER_MEMBER = re.compile(r"^(cluster\d{2})\.csv$")
+CLUSTER_MEMBER = re.compile(r"(cluster\d{2})\.csv")
 TESTBED_MEMBER = "195job.csv"
 
 
@@ -30,7 +31,7 @@ def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
 def _raw_files(archive: Path, staging: Path) -> list[RawFile]:
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
-        match = CLUSTER_MEMBER.match(Path(member).name)
+        match = CLUSTER_MEMBER.fullmatch(Path(member).name)
         if not match:
             raise TracelakeError(f"{archive.name}: unexpected CSV member '{member}' (want clusterNN.csv)")
         files.append(RawFile(str(path), f"{archive.name}!{member}", {"cluster": match.group(1)}))
@@ -41,7 +42,7 @@ def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
         base = Path(member).name
-        match = CLUSTER_MEMBER.match(base)
+        match = CLUSTER_MEMBER.fullmatch(base)
         if match:
             constants = {"variant": "elasticflow", "cluster": match.group(1)}
         elif base == TESTBED_MEMBER:
@@ -54,9 +55,9 @@ def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     inputs = []
-    if (raw_dir / RAW_ARCHIVE).is_file():
+    if os.path.lexists(raw_dir / RAW_ARCHIVE) and regular_file(raw_dir / RAW_ARCHIVE, RAW_ARCHIVE):
         inputs.append(TableInput("bronze.itp_jobs", _raw_files(raw_dir / RAW_ARCHIVE, staging)))
-    if (raw_dir / ELASTICFLOW_ARCHIVE).is_file():
+    if os.path.lexists(raw_dir / ELASTICFLOW_ARCHIVE) and regular_file(raw_dir / ELASTICFLOW_ARCHIVE, ELASTICFLOW_ARCHIVE):
         files = _elasticflow_files(raw_dir / ELASTICFLOW_ARCHIVE, staging)
         inputs.append(TableInput("bronze.elasticflow_jobs", files))
     if not inputs:

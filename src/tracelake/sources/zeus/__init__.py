@@ -4,6 +4,7 @@ it is or .xz-compressed (the release compresses the groups file)."""
 from __future__ import annotations
 
 import lzma
+import os
 import re
 import shutil
 from pathlib import Path
@@ -11,11 +12,11 @@ from pathlib import Path
 from tracelake.api.contract import TableInput, derived
 from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
-from tracelake.io.text import RawFile
+from tracelake.io.text import RawFile, regular_file
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
 TRAIN_FILE = "summary_train.csv"
-POWER_FILE = re.compile(r"^summary_power_([a-z0-9]+)\.csv$")
+POWER_FILE = re.compile(r"summary_power_([a-z0-9]+)\.csv")
 ALIBABA_FILE = "alibaba_groups.csv"
 
 
@@ -38,7 +39,7 @@ def _decompressed(path: Path, staging: Path) -> Path:
 def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
     """`name` or `name.xz` (unpacked into staging), whichever is there; both is an error. The
     other form is the file's alias: recompressing it replaces its rows."""
-    present = [raw_dir / n for n in (name, f"{name}.xz") if (raw_dir / n).is_file()]
+    present = [regular_file(raw_dir / n, n) for n in (name, f"{name}.xz") if os.path.lexists(raw_dir / n)]
     if len(present) > 1:
         raise TracelakeError(f"{raw_dir}: both {name} and {name}.xz present; keep one")
     if not present:
@@ -54,7 +55,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
         inputs.append(TableInput("bronze.zeus_train", [train]))
     power = []
     for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.glob("summary_power_*")}):
-        match = POWER_FILE.match(gpu)
+        match = POWER_FILE.fullmatch(gpu)
         if not match:
             raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz)")
         power.append(_one_form(raw_dir, gpu, staging, {"gpu": match.group(1)}))

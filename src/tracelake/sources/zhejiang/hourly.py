@@ -29,7 +29,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
-from tracelake.io.text import RawFile, first_bad_utf8, read_lines, transcode_to_utf8
+from tracelake.io.text import RawFile, first_bad_utf8, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
@@ -169,8 +169,8 @@ def _hour_files(hour_dir: Path) -> dict[str, Path]:
             continue
         if path.is_dir():
             folders.append(path)
-        elif path.name in wanted and path.is_file():
-            found[path.name] = path
+        elif path.name in wanted:
+            found[path.name] = regular_file(path, f"{TRAFFIC}/{hour}/{path.name}")
         else:
             raise TracelakeError(
                 f"{TRAFFIC}/{hour}/{path.name}: unexpected file in an hour folder (want {hour}_flow.csv, "

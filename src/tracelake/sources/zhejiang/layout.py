@@ -12,7 +12,7 @@ from tracelake.errors import TracelakeError
 TRAFFIC = "trafficinfo"
 TASKINFO = "taskinfo"
 HOUR = "hour_cst"  # the column (and file constant) of the CST hour folder a traffic row came from
-HOUR_DIR = re.compile(r"^\d{10}$")  # trafficinfo/<YYYYMMDDHH>, China time (UTC+8)
+HOUR_DIR = re.compile(r"\d{10}")  # trafficinfo/<YYYYMMDDHH>, China time (UTC+8)
 MGMT_PORT = "M-GigabitEthernet0/0/0"  # the 1G management port: the only 32-bit counters
 MAX_HOURS = 87_660  # the longest --hours range: 10 years of hours (10 × 365.25 × 24)
 UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))  # leaf → spine
@@ -20,7 +20,7 @@ UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))  # leaf �
 
 def _hour(text: str, what: str) -> datetime:
     try:
-        if HOUR_DIR.match(text):
+        if HOUR_DIR.fullmatch(text):
             return datetime.strptime(text, "%Y%m%d%H")
     except ValueError:
         pass
@@ -55,7 +55,7 @@ def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Pa
     root = Path(raw_dir) / TRAFFIC
     entries = [p for p in root.iterdir() if not p.name.startswith(".")] if root.is_dir() else []
     for entry in entries:
-        if not (entry.is_dir() and HOUR_DIR.match(entry.name)):
+        if not (entry.is_dir() and HOUR_DIR.fullmatch(entry.name)):
             raise TracelakeError(f"{TRAFFIC}/{entry.name}: not an hour folder (trafficinfo holds YYYYMMDDHH "
                                  "folders, China time)")
     present = sorted(p.name for p in entries)

@@ -38,7 +38,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, stage
-from tracelake.io.text import RawFile, check_header, read_lines
+from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
@@ -56,24 +56,24 @@ log = logging.getLogger(__name__)
 
 TABLE = "bronze.zj_port_counters"
 RATES_TABLE = "silver.zj_port_rates"
-SWITCH_DIR = re.compile(r"^NH-DC-(NM\d+)-([A-Z]\d{2})-ROCE-(?P<leaf>(?:ST-)?[Ll]eaf-\d+)_GPU_S9825$")
-PORT_FILE = re.compile(r"^(?P<sw>[Ll]eaf-\d+)_(?P<p>\d+)(?:_(?P<s>[12]))?\.csv$")
-BREAKOUT_PORT = re.compile(r"^TwoHundredGigE1/0/(\d+):([12])$")
-FULL_PORT = re.compile(r"^FourHundredGigE1/0/(\d+)$")
+SWITCH_DIR = re.compile(r"NH-DC-(NM\d+)-([A-Z]\d{2})-ROCE-(?P<leaf>(?:ST-)?[Ll]eaf-\d+)_GPU_S9825")
+PORT_FILE = re.compile(r"(?P<sw>[Ll]eaf-\d+)_(?P<p>\d+)(?:_(?P<s>[12]))?\.csv")
+BREAKOUT_PORT = re.compile(r"TwoHundredGigE1/0/(\d+):([12])")
+FULL_PORT = re.compile(r"FourHundredGigE1/0/(\d+)")
 
 
 # ---------------------------------------------------------------- naming rules (docs/formats/zhejiang.md §1, §3.2)
 
 def device_name(folder: str) -> str:
     """The switch's DeviceName: the folder name with `_GPU_S9825` spelled `.GPU.S9825`."""
-    if not SWITCH_DIR.match(folder):
+    if not SWITCH_DIR.fullmatch(folder):
         raise TracelakeError(f"'{folder}' is not a switch folder (NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)")
     return folder.removesuffix("_GPU_S9825") + ".GPU.S9825"
 
 
 def file_prefix(folder: str) -> str:
     """Port files of a GPU leaf start `Leaf-<n>_`; of a storage leaf `leaf-<n>_` (no `ST-`)."""
-    match = SWITCH_DIR.match(folder)
+    match = SWITCH_DIR.fullmatch(folder)
     if not match:
         raise TracelakeError(f"'{folder}' is not a switch folder (NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)")
     return match.group("leaf").removeprefix("ST-")
@@ -81,7 +81,7 @@ def file_prefix(folder: str) -> str:
 
 def port_name_for_file(file_name: str) -> str:
     """§3.2: `_0` management port, `_<p>_<s>` a 200G breakout lane, `_<p>` a 400G port."""
-    match = PORT_FILE.match(file_name)
+    match = PORT_FILE.fullmatch(file_name)
     if not match:
         raise TracelakeError(f"'{file_name}' is not a port file name (<leaf>_<p>[_<s>].csv)")
     port, lane = int(match.group("p")), match.group("s")
@@ -98,9 +98,9 @@ def port_exists(prefix: str, port_name: str) -> bool:
     if port_name == MGMT_PORT:
         return True
     storage = prefix.startswith("leaf-")
-    if match := BREAKOUT_PORT.match(port_name):
+    if match := BREAKOUT_PORT.fullmatch(port_name):
         return not storage and 1 <= int(match.group(1)) <= 30
-    if match := FULL_PORT.match(port_name):
+    if match := FULL_PORT.fullmatch(port_name):
         return (1 if storage else 31) <= int(match.group(1)) <= 64
     return False
 
@@ -110,9 +110,9 @@ def file_name_for_port(folder: str, port_name: str) -> str:
     prefix = file_prefix(folder)
     if port_name == MGMT_PORT:
         return f"{prefix}_0.csv"
-    if match := BREAKOUT_PORT.match(port_name):
+    if match := BREAKOUT_PORT.fullmatch(port_name):
         return f"{prefix}_{int(match.group(1))}_{match.group(2)}.csv"
-    if match := FULL_PORT.match(port_name):
+    if match := FULL_PORT.fullmatch(port_name):
         return f"{prefix}_{int(match.group(1))}.csv"
     raise TracelakeError(f"'{port_name}' is not a leaf port name this release uses")
 
@@ -136,10 +136,12 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
         if path.name.startswith("."):
             continue
         where = path.relative_to(raw_dir).as_posix()
+        if path.name.endswith(".csv") and not path.is_dir():
+            regular_file(path, where)
         if not path.is_file() or not path.name.endswith(".csv"):
             raise TracelakeError(f"{where}: unexpected entry in a switch folder (only port CSVs belong there)")
         port = port_name_for_file(path.name)
-        if PORT_FILE.match(path.name).group("sw") != prefix:
+        if PORT_FILE.fullmatch(path.name).group("sw") != prefix:
             raise TracelakeError(f"{where}: a {prefix} folder holds a file of another switch")
         if not port_exists(prefix, port):
             kind = "storage leaf" if prefix.startswith("leaf-") else "GPU leaf"
@@ -160,7 +162,7 @@ def find_port_files(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list
     for hour_dir in hour_folders(raw_dir, hours):
         hour = _hour(hour_dir.name, f"{TRAFFIC}/{hour_dir.name}")
         for folder in sorted(p for p in hour_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            if not SWITCH_DIR.match(folder.name):
+            if not SWITCH_DIR.fullmatch(folder.name):
                 raise TracelakeError(
                     f"{TRAFFIC}/{hour}/{folder.name}: not a switch folder "
                     "(NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)"

@@ -3,7 +3,8 @@
 `pod-node-starttime.log` → bronze.zj_task_pods (whitespace-split fixed-width listing);
 `<job>-master.log`, `<job>-worker-<i>.log` → bronze.zj_task_log_events, one row per recognised
 line. Each log is read whole (one row), split on LF then on CR with posexplode, so every piece
-keeps its exact position (line_no, segment) — the key, and the only ordering a log line has.
+keeps its exact position (line_no, segment) — the key, and the only ordering a log line has. A
+last piece with no newline or CR after it is quarantined as incomplete (a growing log cut it).
 Lines are classified and parsed with regexp_extract in Spark; the grammar is
 docs/formats/zhejiang.md §5.2 and §6. Blank and unrecognised lines carry a parse error and so land in
 quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
@@ -12,6 +13,7 @@ quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,13 +26,13 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish
-from tracelake.io.text import RawFile, utf8_readable
+from tracelake.io.text import RawFile, regular_file, utf8_readable
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks
+from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks, task_restarts
 
-TASK_DIR = re.compile(r"^\d{8}-\d{4}-\d+$")
+TASK_DIR = re.compile(r"\d{8}-\d{4}-\d+")
 POD_FILE = "pod-node-starttime.log"
-LOG_FILE = re.compile(r"^(?P<job>.+)-(?P<role>master|worker)(?:-(?P<idx>\d+))?\.log$")
+LOG_FILE = re.compile(r"(?P<job>.+)-(?P<role>master|worker)(?:-(?P<idx>\d+))?\.log")
 POD_NAME = r"^(.+)-(master|worker)(?:-(\d+))?$"
 
 # --- line grammars (numbered groups only: the same pattern runs on Java and Rust regex) ---
@@ -71,6 +73,9 @@ NCCL_COMM = (r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) cudaDev (\d+)(?: nvmlD
              r"([0-9a-f]+)(?: commId 0x[0-9a-f]+)? - (\w+) COMPLETE")
 NCCL_ENV = r"^(NCCL_\w+) set by environment to (.*?)\.?$"
 
+# a line a growing log had not finished: its numbers may be prefixes of the real ones; set aside
+# until a later ingest of the file sees it whole (the file's rows are then replaced)
+CUT_OFF = "incomplete last line: the log does not end with a newline (cut off while being written)"
 LOGGER_KINDS = ("ds_logger", "hf_on_log", "hf_on_log_summary", "hf_checkpoint_save")
 HF_KINDS = ("hf_logger", "hf_train_start")
 
@@ -121,20 +126,30 @@ def parse_pods(spark: SparkSession, files: list[RawFile], schema: TableSchema) -
 
 
 def _log_lines(spark: SparkSession, raw: RawFile) -> DataFrame:
-    """Every piece of a log: LF lines split on CR; empty pieces next to a CR are not lines."""
+    """Every piece of a log: LF lines split on CR; empty pieces next to a CR are not lines.
+    `cut_off`: the piece that ends the file without a newline or CR after it, which a log still
+    being written may have cut anywhere (`elapsed time per iteration (ms): 45` of 4568)."""
     text = F.regexp_replace("value", r"\n\z", "")
-    phys = spark.read.text(raw.path, wholetext=True).select(
-        F.posexplode(F.split(text, "\n")).alias("line_idx", "phys"))
-    pieces = phys.select("line_idx", "phys", F.posexplode(F.split("phys", "\r")).alias("segment", "raw_line"))
+    # the file's facts first, then the explode: a column of the whole text beside the explode
+    # would be carried into every line's row (the engine's buffers overflow on a real log)
+    whole = spark.read.text(raw.path, wholetext=True).select(
+        text.alias("text"), (F.length(text) - F.length(F.regexp_replace(text, "\n", ""))).alias("last_line_idx"),
+        F.col("value").endswith("\n").alias("ends_in_newline"))
+    phys = whole.select(F.posexplode(F.split("text", "\n")).alias("line_idx", "phys"), "last_line_idx",
+                        "ends_in_newline")
+    pieces = phys.select("*", F.posexplode(F.split("phys", "\r")).alias("segment", "raw_line"),
+                         F.size(F.split("phys", "\r")).alias("n_pieces"))
     blank_line = F.regexp_replace("phys", "\r", "") == ""
     keep = (F.col("raw_line") != "") | ((F.col("segment") == 0) & blank_line)
+    cut_off = (~F.col("ends_in_newline") & (F.col("line_idx") == F.col("last_line_idx"))
+               & (F.col("segment") == F.col("n_pieces") - 1) & (F.col("raw_line") != ""))  # an empty file cut nothing
     c = raw.constants
     return pieces.filter(keep).select(
         F.lit(raw.name).alias("source_file"), F.lit(c["task_id"]).alias("task_id"),
         F.lit(c["job"]).alias("job"), F.lit(c["pod"]).alias("pod"), F.lit(c["role"]).alias("role"),
         F.lit(c["worker_index"]).cast("int").alias("worker_index"),
         (F.col("line_idx") + 1).cast("int").alias("line_no"), F.col("segment").cast("int"),
-        "raw_line",
+        "raw_line", cut_off.alias("cut_off"),
     )
 
 
@@ -258,6 +273,7 @@ def _events(classified: DataFrame) -> DataFrame:
     }
     fields = F.to_json(F.struct(*[col.alias(name) for name, col in _fields(kind, sk, b, ds_msg, nm)]))
     problems = [
+        (F.col("cut_off"), F.lit(CUT_OFF)),
         (F.col("is_blank"), F.lit("blank line")),
         (kind.isNull() & ~F.col("is_blank"), F.lit("unrecognised line")),
         (ts_text.isNotNull() & ts.isNull(), F.concat(F.lit("ts: '"), ts_text, F.lit("' is not a valid timestamp"))),
@@ -360,16 +376,18 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     for task in sorted(root.iterdir()):
         if task.name.startswith("."):
             continue  # macOS .DS_Store and friends
-        if not task.is_dir() or not TASK_DIR.match(task.name):
+        if not task.is_dir() or not TASK_DIR.fullmatch(task.name):
             raise TracelakeError(f"taskinfo/{task.name}: task folders are named YYYYMMDD-HHMM-N")
         for path in sorted(task.iterdir()):
             name = f"taskinfo/{task.name}/{path.name}"
             if path.name.startswith("."):
                 continue
-            match = LOG_FILE.match(path.name)
+            match = LOG_FILE.fullmatch(path.name)
             if path.name == POD_FILE:
+                regular_file(path, name)
                 pods.append(utf8_readable(RawFile(str(path), name, {"task_id": task.name}), staging))
             elif match:
+                regular_file(path, name)
                 raw = RawFile(str(path), name, _log_constants(match, task.name, path.stem))
                 logs.append(utf8_readable(raw, staging))
             else:
@@ -384,21 +402,31 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
 
 
 EVENTS_TABLE, ITERATIONS_TABLE = "bronze.zj_task_log_events", "silver.zj_task_iterations"
+RESTARTS_TABLE = "silver.zj_task_restarts"
 
 
-def rebuild_iterations(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
-    """The iterations of the tasks whose log events changed, from those tasks' partitions only
-    (every rule of task_iterations works within one task)."""
-    [events] = read_tables(spark, config, EVENTS_TABLE)
-    if events is None:
-        return None
-    tasks = sorted({values[0] for values in changed[EVENTS_TABLE]})
-    return task_iterations(events.filter(F.col("task_id").isin(tasks))), tuple((t,) for t in tasks)
+def _per_task(table: str, transform, new_column: str) -> Callable:
+    """The rebuild of a table partitioned by task_id from the log events: the tasks whose events
+    changed, from those tasks' partitions only (every rule of the transform works within one
+    task). A table not in the lake yet, or written before `new_column` was one of its columns,
+    is built whole (every task's rows, in the schema's columns)."""
+    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple | None] | None:
+        events, stored = read_tables(spark, config, EVENTS_TABLE, table)
+        if events is None:
+            return None
+        if stored is None or new_column not in stored.columns:
+            return transform(events), None
+        tasks = sorted({values[0] for values in changed[EVENTS_TABLE]})
+        return transform(events.filter(F.col("task_id").isin(tasks))), tuple((t,) for t in tasks)
+    return rebuild
 
 
 DERIVED = [
     # no workbook ingested yet: ranks still get pods and GPUs, NIC columns null
     derived("silver.zj_task_ranks", task_ranks, ("bronze.zj_task_pods", "bronze.zj_task_log_events"),
             optional=("silver.zj_nic_map",)),
-    replace(derived(ITERATIONS_TABLE, task_iterations, (EVENTS_TABLE,)), rebuild=rebuild_iterations),
+    replace(derived(ITERATIONS_TABLE, task_iterations, (EVENTS_TABLE,)),
+            rebuild=_per_task(ITERATIONS_TABLE, task_iterations, "restarts_before")),
+    replace(derived(RESTARTS_TABLE, task_restarts, (EVENTS_TABLE,)),
+            rebuild=_per_task(RESTARTS_TABLE, task_restarts, "restart")),
 ]

@@ -9,6 +9,7 @@ field count (quarantined with its raw line), never as a silently shifted row.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from tracelake.api.contract import TableInput, derived
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import parse_lines
-from tracelake.io.text import RawFile
+from tracelake.io.text import RawFile, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.topology import nic_map
 
@@ -66,8 +67,9 @@ def parse_sheet(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     """Both sheets when the workbook is in raw_dir; [] otherwise."""
     path = raw_dir / WORKBOOK
-    if not path.is_file():
+    if not os.path.lexists(path):
         return []
+    regular_file(path, WORKBOOK)
     return [
         TableInput(table, [RawFile(str(path), f"{WORKBOOK}!{sheet}", {"sheet": sheet})], parse_sheet)
         for sheet, table in SHEETS.items()

@@ -19,7 +19,8 @@ Minute records count whole in every iteration they overlap (they cannot be split
 
 Rules of gold.zj_iteration_network (defaults in `Rules`; the same text is in its schema):
   baseline_s   lower quartile (baseline_q) of the durations of the 2k+1 records centred on the
-               iteration (k = baseline_k, itself included; fewer at a task's ends). Iteration time
+               iteration within its run segment (k = baseline_k, itself included; fewer at a
+               segment's ends; a restart starts a segment: silver.zj_task_restarts). Iteration time
                has a floor and slowdowns only add, so the quartile stays at the floor even when
                most neighbours are slowed (back-to-back episodes defeat a median).
   is_slow      slowdown = duration_s / baseline_s >= slow_factor.
@@ -46,7 +47,8 @@ Rules of gold.zj_iteration_network (defaults in `Rules`; the same text is in its
                fails this and is blamed on no port. Null (test not applied) when no access port
                is counted or no communication is seen around it.
   suspect      only for a slow iteration with coverage > 0 that is not shown to be non-network
-               (network_shaped true or null). Most specific evidence first: the task's own access
+               (network_shaped true or null) and is not the first after a restart (its warm-up).
+               Most specific evidence first: the task's own access
                ports (no other task uses them) before shared uplinks (the ECMP path of its flows is
                unknown, and another task may load them), saturation before loss on each; then
                rtt. Within a kind, the largest excess; ties by switch, port. Otherwise
@@ -295,7 +297,10 @@ def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rul
 # ---------------------------------------------------------------- baselines and suspects
 
 def _centred(rules: Rules) -> Window:
-    return Window.partitionBy("task_id").orderBy("iteration").rowsBetween(-rules.baseline_k, rules.baseline_k)
+    """The 2k+1 records centred on each, within its run segment (a restart starts another: the
+    steps before and after it are different runs of the job)."""
+    return (Window.partitionBy("task_id", "restarts_before").orderBy("iteration")
+            .rowsBetween(-rules.baseline_k, rules.baseline_k))
 
 
 def sliding_quantile(col: str, window: Window, q: float) -> Column:
@@ -316,7 +321,7 @@ def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
     base = sliding_quantile("duration_s", _centred(rules), rules.baseline_q)
     slowdown = F.col("duration_s") / F.col("baseline_s")
     return (iterations.select("task_id", "iteration", "start_ts", "end_ts", "duration_s", "is_checkpoint",
-                              base.alias("baseline_s"))
+                              "restarts_before", "after_restart", base.alias("baseline_s"))
             .withColumn("slowdown", F.when(F.col("baseline_s") > 0, slowdown))
             .withColumn("is_slow", F.coalesce(F.col("slowdown") >= F.lit(rules.slow_factor), F.lit(False))))
 
@@ -487,7 +492,7 @@ def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: Data
                      F.coalesce(F.col("ports_with_data"), F.lit(0)).alias("_ports_found"),
                      F.coalesce(F.col("nics_with_flows"), F.lit(0)).alias("_nics_found"))
     blame = (F.col("is_slow") & (F.col("coverage") > 0) & F.coalesce(F.col("network_shaped"), F.lit(True))
-             & F.col("cand_reason").isNotNull())
+             & F.col("cand_reason").isNotNull() & ~F.col("after_restart"))  # a restart's warm-up is not the network's
     return out.select(
         "task_id", "iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "slowdown", "is_slow",
         "is_checkpoint", "access_util_max", "access_util_mean", "uplink_util_max", "nic_gbps_median",

@@ -165,14 +165,65 @@ def _with_nics(ranks: DataFrame, facts: dict[str, DataFrame], nic_map: DataFrame
 
 
 def _records(events: DataFrame) -> DataFrame:
-    """Step records of one pod per task: the first pod in master, worker-1, … order that has them."""
+    """Step records of one pod per task (the first pod in master, worker-1, … order that has
+    them), each with its place in the log (`pos`, a number that grows with line and piece)."""
     rec = events.filter(F.col("kind").isin(*RECORD_KINDS)).select(
         "task_id", "pod", "kind", "iteration", "iterations_total", "ts", "elapsed_ms", "loss",
-        "learning_rate", "line_no", _pod_order(F.col("role"), F.col("worker_index")).alias("pod_order"))
+        "learning_rate", "line_no", (F.col("line_no").cast("bigint") * 100000 + F.col("segment")).alias("pos"),
+        _pod_order(F.col("role"), F.col("worker_index")).alias("pod_order"))
     first_pod = rec.groupBy("task_id").agg(F.min("pod_order").alias("pod_order"))
-    rec = rec.join(first_pod, ["task_id", "pod_order"], "left_semi")
-    # a step logged twice (restart) counts once: the later line wins
-    return _first_by(rec, ["task_id", "iteration"], [F.col("line_no").desc()])
+    return rec.join(first_pod, ["task_id", "pod_order"], "left_semi")
+
+
+def _segmented(rec: DataFrame) -> DataFrame:
+    """`restarts_before`: a run goes back to a checkpoint when a record's iteration is not above
+    the one logged before it; the records from there to the next such jump are one segment."""
+    in_log = Window.partitionBy("task_id").orderBy("pos")
+    back = F.coalesce(F.col("iteration") <= F.lag("iteration").over(in_log), F.lit(False))
+    marked = rec.select("*", back.cast("int").alias("_back"), F.lag("pos").over(in_log).alias("prev_pos"))
+    upto = in_log.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return marked.select("*", F.sum("_back").over(upto).cast("int").alias("restarts_before")).drop("_back")
+
+
+def _segment_starts(rec: DataFrame, events: DataFrame) -> DataFrame:
+    """(task_id, pos, segment_start): the HF `***** Running training *****` line that starts a
+    segment's first record, the last one logged before it and after the record before it; none
+    logged there (a restart that printed none), no start is known."""
+    starts = events.filter(F.col("kind") == "hf_train_start").select(
+        "task_id", "pod", (F.col("line_no").cast("bigint") * 100000 + F.col("segment")).alias("start_pos"),
+        F.col("ts").alias("segment_start"))
+    firsts = rec.filter(F.col("first_in_segment")).select("task_id", "pod", "pos", "prev_pos")
+    after_previous = F.col("prev_pos").isNull() | (F.col("start_pos") > F.col("prev_pos"))
+    found = firsts.join(starts, ["task_id", "pod"]).filter((F.col("start_pos") < F.col("pos")) & after_previous)
+    return _first_by(found, ["task_id", "pos"], [F.col("start_pos").desc()]).select("task_id", "pos", "segment_start")
+
+
+def step_records(events: DataFrame) -> DataFrame:
+    """Every step record of the chosen pod with its segment and its interval, each computed
+    within its segment: a restart's gap is in no step (HF: from the previous record's end, the
+    segment's first record from the training start logged before it; Megatron: the logged
+    elapsed time)."""
+    rec = _segmented(_records(events))
+    seg = Window.partitionBy("task_id", "restarts_before").orderBy("pos")
+    rec = rec.select("*", F.lag("iteration").over(seg).isNull().alias("first_in_segment"),
+                     F.lag("iteration").over(seg).alias("prev_iteration"),
+                     F.lead("iteration").over(seg).alias("next_iteration"),
+                     F.lag("ts").over(seg).alias("prev_end"))
+    rec = rec.join(_segment_starts(rec, events), ["task_id", "pos"], "left")
+    from_start = F.when(F.col("restarts_before") == 0, F.col("iteration")).otherwise(F.lit(1))
+    covered = F.coalesce(F.col("iteration") - F.col("prev_iteration"),
+                         F.col("next_iteration") - F.col("iteration"), from_start)
+    rec = rec.select("*", F.greatest(F.lit(1), F.least(covered, F.col("iteration"))).cast("int").alias(
+        "iterations_in_record"))
+    is_hf = F.col("kind") == "hf_on_log"
+    megatron_s = F.col("elapsed_ms") * F.col("iterations_in_record") / 1000.0
+    hf_start = F.coalesce("prev_end", "segment_start")
+    start = F.when(is_hf, hf_start).otherwise(
+        F.timestamp_micros(F.unix_micros("ts") - F.round(megatron_s * 1e6).cast("bigint")))
+    duration = F.when(is_hf, (F.unix_micros("ts") - F.unix_micros(hf_start)) / 1e6).otherwise(megatron_s)
+    after_restart = F.col("first_in_segment") & (F.col("restarts_before") > 0)
+    return rec.select("*", start.alias("start_ts"), duration.alias("duration_s"),
+                      F.when(is_hf, "hf").otherwise("megatron").alias("style"), after_restart.alias("after_restart"))
 
 
 def _checkpoint_steps(events: DataFrame) -> DataFrame:
@@ -184,25 +235,9 @@ def _checkpoint_steps(events: DataFrame) -> DataFrame:
 
 
 def task_iterations(events: DataFrame) -> DataFrame:
-    """silver.zj_task_iterations from bronze.zj_task_log_events (see the schema for the rules)."""
-    rec = _records(events)
-    w = Window.partitionBy("task_id").orderBy("iteration")
-    covered = F.coalesce(F.col("iteration") - F.lag("iteration").over(w),
-                         F.lead("iteration").over(w) - F.col("iteration"), F.col("iteration"))
-    starts = (events.filter(F.col("kind") == "hf_train_start").select("task_id", "pod", "ts", "line_no"))
-    starts = _first_by(starts, ["task_id", "pod"], [F.col("line_no")]).select(
-        "task_id", "pod", F.col("ts").alias("train_start"))
-    rec = rec.join(starts, ["task_id", "pod"], "left").select(
-        "*", F.lag("ts").over(w).alias("prev_end"),
-        F.greatest(F.lit(1), F.least(covered, F.col("iteration"))).cast("int").alias("iterations_in_record"))
-    is_hf = F.col("kind") == "hf_on_log"
-    megatron_s = F.col("elapsed_ms") * F.col("iterations_in_record") / 1000.0
-    hf_start = F.coalesce("prev_end", "train_start")
-    start = F.when(is_hf, hf_start).otherwise(
-        F.timestamp_micros(F.unix_micros("ts") - F.round(megatron_s * 1e6).cast("bigint")))
-    duration = F.when(is_hf, (F.unix_micros("ts") - F.unix_micros(hf_start)) / 1e6).otherwise(megatron_s)
-    rec = rec.select("*", start.alias("start_ts"), duration.alias("duration_s"),
-                     F.when(is_hf, "hf").otherwise("megatron").alias("style"))
+    """silver.zj_task_iterations from bronze.zj_task_log_events (see the schema for the rules):
+    one row per step; a step logged again after a restart is the later record."""
+    rec = _first_by(step_records(events), ["task_id", "iteration"], [F.col("pos").desc()])
     first_step = F.col("iteration") - F.col("iterations_in_record") + 1
     ckpt = _checkpoint_steps(events)
     flagged = rec.alias("r").join(
@@ -216,5 +251,31 @@ def task_iterations(events: DataFrame) -> DataFrame:
         "task_id", "iteration", "iterations_in_record", "iterations_total", "style",
         F.col("pod").alias("source_pod"), "start_ts", F.col("ts").alias("end_ts"), "duration_s",
         "loss", "learning_rate", F.col("checkpoint_step").isNotNull().alias("is_checkpoint"),
-        "checkpoint_step")
+        "checkpoint_step", "restarts_before", "after_restart")
 
+
+def task_restarts(events: DataFrame) -> DataFrame:
+    """silver.zj_task_restarts: one row per restart of a task's run (see the schema): where the
+    run stopped, the step it went back to, the pause, and the time of the steps it threw away."""
+    rec = step_records(events)
+    in_log = Window.partitionBy("task_id").orderBy("pos")
+    rec = rec.select("*", F.lag("iteration").over(in_log).alias("stopped_iteration"),
+                     F.lag("ts").over(in_log).alias("stopped_ts"))
+    restarts = rec.filter(F.col("after_restart")).select(
+        "task_id", F.col("restarts_before").alias("restart"), F.col("pod").alias("source_pod"), "style",
+        F.col("line_no").alias("resumed_line_no"), "stopped_iteration", "stopped_ts",
+        (F.col("iteration") - F.col("iterations_in_record") + 1).alias("resumed_iteration"),
+        F.col("start_ts").alias("resumed_start_ts"), F.col("ts").alias("resumed_ts"))
+    # the steps thrown away: the records of the segment before that lie past the step gone back to
+    before = rec.select("task_id", (F.col("restarts_before") + 1).alias("restart"), "iteration", "duration_s")
+    thrown = (restarts.select("task_id", "restart", "resumed_iteration").join(before, ["task_id", "restart"])
+              .filter(F.col("iteration") >= F.col("resumed_iteration"))
+              .groupBy("task_id", "restart").agg(F.sum("duration_s").alias("redone_s")))
+    pause = (F.unix_micros(F.coalesce("resumed_start_ts", "resumed_ts")) - F.unix_micros("stopped_ts")) / 1e6
+    out = restarts.join(thrown, ["task_id", "restart"], "left").select(
+        "*", pause.alias("pause_s"), F.coalesce("redone_s", F.lit(0.0)).alias("redone_s_"))
+    return out.select(
+        "task_id", "restart", "source_pod", "style", "stopped_iteration", "stopped_ts", "resumed_iteration",
+        "resumed_ts", (F.col("stopped_iteration") - F.col("resumed_iteration") + 1).alias("redone_iterations"),
+        "pause_s", F.col("redone_s_").alias("redone_s"), (F.col("pause_s") + F.col("redone_s_")).alias("time_lost_s"),
+        F.col("resumed_start_ts").isNotNull().alias("pause_to_step_start"), "resumed_line_no")

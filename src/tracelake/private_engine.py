@@ -1,0 +1,229 @@
+"""The local profile's engine, reachable by the user who runs tracelake and no one else.
+
+Sail's Spark Connect server takes only an address and a port, and any local user can connect to
+a port on 127.0.0.1 and read, write or drop what the server can. So the server runs in a child
+process with a network namespace of its own (a user namespace too, when we are not root): its
+127.0.0.1 is not the machine's, and no other process can reach its port. The child relays a
+Unix socket, made in a folder only we may enter (0700), to that port, and accepts a connection
+only from a process of our own user (SO_PEERCRED). The client speaks gRPC to the socket.
+
+The child ends when its parent does: it reads its stdin, a pipe only the parent holds, and exits
+at its end (a parent killed with -9 included). It ignores Ctrl-C: the parent handles it.
+
+`python -m tracelake.private_engine SOCKET` is the child; `start()` starts one, `session()` connects.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+READY = "ready"
+SOCKET_NAME = "engine.sock"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 5.0
+RELAY_CHUNK = 1 << 18
+
+
+class Unavailable(Exception):
+    """The child could not make its private network (no user namespaces here, for one)."""
+
+
+# ---------------------------------------------------------------- the child
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _own_network() -> None:
+    """Move this (single-threaded) process into a new network namespace, inside a new user
+    namespace that maps our ids to themselves when we are not root; bring its loopback up."""
+    uid, gid = os.geteuid(), os.getegid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = CLONE_NEWNET if uid == 0 else CLONE_NEWUSER | CLONE_NEWNET
+    if libc.unshare(flags) != 0:
+        raise Unavailable(f"cannot make a private network namespace: {os.strerror(ctypes.get_errno())}")
+    if uid != 0:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags_now = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags_now | IFF_UP))
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(RELAY_CHUNK):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
+            try:
+                sock.shutdown(how)
+            except OSError:
+                pass
+
+
+def _relay(client: socket.socket, port: int) -> None:
+    with client, socket.create_connection(("127.0.0.1", port)) as server:
+        server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        back = threading.Thread(target=_pump, args=(server, client), daemon=True)
+        back.start()
+        _pump(client, server)
+        back.join()
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def _serve(path: str, port: int) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old)
+    listener.listen(16)
+    print(READY, flush=True)
+    me = os.geteuid()
+    while True:
+        conn, _ = listener.accept()
+        if _peer_uid(conn) != me:  # the folder's mode keeps others out; this is the second lock
+            conn.close()
+            continue
+        threading.Thread(target=_relay, args=(conn, port), daemon=True).start()
+
+
+def _exit_with_parent(path: str) -> None:
+    """Block on stdin until the parent closes it or dies; then remove the socket and its
+    folder, and end (Sail's threads with us)."""
+    while sys.stdin.buffer.read(4096):
+        pass
+    for remove in (os.unlink, os.rmdir):
+        try:
+            remove(path)
+        except OSError:
+            pass
+        path = os.path.dirname(path)
+    os._exit(0)
+
+
+def child_main(path: str) -> None:
+    """Serve, or say in one line on stdout why not (never a traceback: the parent may be gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _own_network()
+        import pyspark  # noqa: F401 - Sail imports it with the first session: 0.2 s the client would wait for
+        from pysail.spark import SparkConnectServer
+
+        server = SparkConnectServer(ip="127.0.0.1", port=0)
+        server.start(background=True)
+        threading.Thread(target=_exit_with_parent, args=(path,), daemon=True).start()
+        _serve(path, server.listening_address[1])
+    except Exception as exc:  # noqa: BLE001 - the reason goes to the parent
+        try:
+            print(f"unavailable: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}", flush=True)
+        finally:
+            os._exit(3)
+
+
+# ---------------------------------------------------------------- the parent
+
+
+class PrivateServer:
+    """A running child: its socket path and the pipe whose end stops it."""
+
+    def __init__(self, process: subprocess.Popen, socket_path: Path) -> None:
+        self.process, self.socket_path = process, socket_path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.socket_path.parent, ignore_errors=True)
+
+
+def _socket_folder() -> Path:
+    """A new folder only we may enter (mkdtemp makes it 0700), short enough for a socket path
+    (108 bytes at most)."""
+    folder = Path(tempfile.mkdtemp(prefix="tracelake-engine-"))
+    if len(str(folder / SOCKET_NAME)) < 100:
+        return folder
+    folder.rmdir()
+    return Path(tempfile.mkdtemp(prefix="tracelake-engine-", dir="/tmp"))
+
+
+def start() -> PrivateServer:
+    """Start the child and wait until it serves (importing the client meanwhile: each takes
+    about 0.3 s); Unavailable with the child's reason when it cannot make its private network."""
+    folder = _socket_folder()
+    package_root = str(Path(__file__).resolve().parents[1])  # where `tracelake` was imported from
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tracelake.private_engine", str(folder / SOCKET_NAME)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True, env=env,
+    )
+    server = PrivateServer(process, folder / SOCKET_NAME)
+    try:
+        import pyspark.sql.connect.session  # noqa: F401
+
+        answered, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+        line = process.stdout.readline().strip() if answered else f"unavailable: no answer in {START_TIMEOUT_S:.0f} s"
+    except BaseException:  # Ctrl-C while it starts: it goes too
+        server.stop()
+        raise
+    if line != READY:
+        server.stop()
+        reason = line.removeprefix("unavailable: ")
+        raise Unavailable(reason or f"the engine process ended (rc {process.returncode})")
+    return server
+
+
+def session(server: PrivateServer):
+    """A Spark Connect session over the child's socket."""
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession
+
+    class UnixSocketChannel(DefaultChannelBuilder):
+        """gRPC to a Unix socket; the authority is a plain name, as the server's HTTP/2 layer
+        refuses the socket path there."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__("sc://localhost", channelOptions=[("grpc.default_authority", "localhost")])
+            self._path = path
+
+        def toChannel(self):
+            return self._insecure_channel(f"unix:{self._path}")
+
+    # what SparkSession.builder.remote() sets: pyspark.sql.functions then builds Connect columns
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return SparkSession.builder.channelBuilder(UnixSocketChannel(server.socket_path)).create()
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1])
