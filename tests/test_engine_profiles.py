@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import itp_csv, job_id, write_archive
-from test_cli import rows, tracelake
+from helpers import itp_csv, job_id, rows, tracelake, write_archive
 
 from tracelake.delta.maintenance import history, optimize, vacuum
 from tracelake.run.pipeline import run_ingest

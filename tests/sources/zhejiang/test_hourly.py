@@ -170,6 +170,7 @@ def _world_files(cluster, hours: list[str], out: Path, fmt: str = "csv") -> Worl
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic
 @pytest.mark.parametrize("hours", [["2024052323", "2024052400"], ["2024052411", "2024052412"]])
 def test_generated_hours_round_trip_to_the_generators_instants(spark, cluster, tmp_path, hours):
     world = _world_files(cluster, hours, tmp_path / "raw")

@@ -57,7 +57,9 @@ def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.nda
                         "InRatio": np.zeros(len(ms)), "OutRatio": np.zeros(len(ms))})
         tables.append(portpass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
                                                 "source_file": port}))
-    return spark.createDataFrame(pa.concat_tables(tables).to_pandas())
+    table = pa.concat_tables(tables)
+    ddl = ", ".join(f"`{f.name}` {portpass.SPARK_TYPES[f.type]}" for f in table.schema)
+    return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
 
 
 @pytest.mark.portable
