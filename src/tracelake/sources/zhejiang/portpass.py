@@ -15,7 +15,7 @@ pass never has to reproduce a quarantine reason.
 
 Rates (transforms/ports.port_rates' rules, vectorised): the file is rated as if its hour were
 the whole history (its first row `first`). Only rows near the hour's start can depend on the
-hour before; ports.rebuild_rates recomputes those from the carried state (opening_prefix).
+hour before; ports.rebuild_rates recomputes those from the carried state (transforms/ports.prefix_cuts).
 """
 
 from __future__ import annotations
