@@ -201,6 +201,22 @@ def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
             ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
 
 
+def _one_poll_twice(differ: bool):
+    """Leaf-1_40.csv with its third poll delivered twice, at the end of the file: the same values
+    (a re-delivery: kept once, the copy counted as repeated and named in a warning), or another
+    byte count (a conflict: both quarantined with the reason and the file)."""
+    def write(raw: Path) -> list[list[str]]:
+        lines = port_rows("FourHundredGigE1/0/40", [10**9] * 4).splitlines()
+        again = lines[3].replace(f",{10**9},", f",{2 * 10**9},", 1) if differ else lines[3]
+        target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+        target.parent.mkdir(parents=True)
+        target.write_text("\n".join([*lines, again]) + "\n")
+        ingest = [["ingest", "zhejiang", "--raw", str(raw)]]
+        return ingest + [["query", "SELECT status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1 ORDER BY 1"]] \
+            if differ else ingest
+    return write
+
+
 def _poll_of_the_next_hour_in_a_folder(raw: Path) -> list[list[str]]:
     """Hour 00's port file ends with a poll of 01:00: one hour folder holds a sample outside its
     hour, and the warning counts that folder, not rows."""
@@ -533,6 +549,15 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("zj_one_poll_delivered_twice_is_kept_once", _one_poll_twice(differ=False), 0,
+         stdout="repeated_rows: 1 rows repeat an earlier row of their file exactly",
+         rows={"bronze/zj_port_counters": 4, "silver/zj_port_rates": 4}, read={"zj_port_counters": 4}),
+    Case("zj_one_poll_delivered_twice_with_other_values_is_quarantined", _one_poll_twice(differ=True), 0,
+         stdout="first,1\nupdate,2\n", rows={"bronze/zj_port_counters": 3, "silver/zj_port_rates": 3},
+         reasons={"quarantine/zj_port_counters": [[
+             "the same poll (switch, port, SaveTimeUTC) delivered 2 times with different values in "
+             f"trafficinfo/2024052400/{LEAF1}_GPU_S9825/Leaf-1_40.csv"]] * 2},
+         read={"zj_port_counters": 5}),
     Case("zj_sample_outside_its_hour_folder_counts_folders", _poll_of_the_next_hour_in_a_folder, 0,
          stdout="samples_in_hour_folder: 1 hour folders", rows={"bronze/zj_port_counters": 4}, read={"zj_port_counters": 4}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.delta.fingerprint import changed_groups
-from tracelake.io.parse import PARSE_ERRORS
+from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
 from tracelake.io.staging import exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
@@ -36,4 +36,6 @@ def staged_parse(spark: SparkSession, scratch: Path, table: str) -> DataFrame | 
     kept = F.size(F.col(PARSE_ERRORS)) == 0
     for name in flags:
         kept = kept & ~F.col(name)
+    if REPEAT_COPY in rows.columns:  # an exact re-delivery is counted, not kept
+        kept = kept & ~F.coalesce(F.col(REPEAT_COPY), F.lit(False))
     return rows.filter(kept)

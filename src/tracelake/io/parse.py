@@ -23,6 +23,9 @@ from tracelake.schema import TableSchema
 
 ROW_ID = "_row_id"
 PARSE_ERRORS = "_parse_errors"
+# a parser may add this boolean column: true on a row that repeats an earlier row of its file
+# exactly (a re-delivered record). Such a row is counted as repeated: neither kept nor quarantined
+REPEAT_COPY = "_repeat_copy"
 RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
 FLOAT_TYPES = ("double", "float")

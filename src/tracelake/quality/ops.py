@@ -10,6 +10,7 @@ from tracelake.quality.gate import RuleResult
 from tracelake.schema import load_schema
 
 PARSE_EXPECTATION = "tracelake_parse"
+REPEAT_EXPECTATION = "repeated_rows"
 
 
 def quality_rows(
@@ -40,13 +41,31 @@ def parse_result(rows_read: int, parse_failed: int) -> RuleResult:
     )
 
 
+def repeat_result(rows_read: int, repeated: int, files: list[str]) -> RuleResult:
+    """Rows that repeat an earlier row of their file exactly (a re-delivery): each is kept once,
+    and the copies are counted here, a warning naming the first files that hold them."""
+    return RuleResult(
+        expectation_id=REPEAT_EXPECTATION,
+        expectation=REPEAT_EXPECTATION,
+        kwargs_json="{}",
+        severity="warning",
+        success=False,
+        element_count=rows_read,
+        unexpected_count=repeated,
+        unexpected_percent=(100.0 * repeated / rows_read) if rows_read else None,
+        observed_value="rows repeat an earlier row of their file exactly (each kept once), in " + ", ".join(files),
+    )
+
+
 def warning_lines(results: list[RuleResult]) -> tuple[str, ...]:
     """One line per warning rule that saw anything unexpected (rate, never a drop)."""
     lines = []
     for r in results:
         if r.severity != "warning" or (r.success and not r.unexpected_count):
             continue
-        if r.unexpected_count is not None and r.counts != "rows":  # a share of rows would be of other things
+        if r.expectation_id == REPEAT_EXPECTATION:
+            lines.append(f"{r.expectation_id}: {r.unexpected_count} {r.observed_value}")
+        elif r.unexpected_count is not None and r.counts != "rows":  # a share of rows would be of other things
             lines.append(f"{r.expectation_id}: {r.unexpected_count} {r.counts}")
         elif r.unexpected_count is not None and r.unexpected_percent is not None:
             lines.append(f"{r.expectation_id}: {r.unexpected_count} rows ({r.unexpected_percent:.2f}%)")

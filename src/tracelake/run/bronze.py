@@ -20,11 +20,11 @@ from tracelake.config import Config
 from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, commit
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.io.parse import PARSE_ERRORS, ROW_ID, parse_delimited
+from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
 from tracelake.io.staging import Checked, parse_path, settle
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
-from tracelake.quality.ops import parse_result, warning_lines
+from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
 from tracelake.run.context import Run, TableStats, record_results
 from tracelake.schema import TableSchema, load_schema, quarantine_of
@@ -55,6 +55,7 @@ class PreparedTable:
     rows_read: int
     parse_failed: int
     known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
+    repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEAT_COPY): neither kept nor set aside
 
 
 def prepare_table(
@@ -80,20 +81,27 @@ def prepare_table(
             raise problem from None
         raise
     failed = F.size(PARSE_ERRORS) > 0
+    repeat = F.coalesce(F.col(REPEAT_COPY), F.lit(False)) if REPEAT_COPY in parsed.columns else F.lit(False)
     flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
     verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
     counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
         F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
-                             for c in (failed, ~failed & flagged, ~failed & ~flagged)],
+                             for c in (failed, ~failed & ~repeat & flagged, ~failed & ~repeat & ~flagged,
+                                       ~failed & repeat)],
         *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
-    rows_read, parse_failed, rows_flagged, rows_clean = (int(v) for v in counts[:4])
-    cleared = {ident for ident, seen in zip(verified, counts[4:]) if not seen}
-    good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
+    rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
+    cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
+    if repeated:  # re-delivered copies: one of each is kept, the others only counted
+        good = parsed.filter(~failed & ~repeat)
+    else:
+        good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
                     cleared=cleared)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
+    if repeated:
+        gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(~failed & repeat))))
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         names = tuple(r.expectation_id for r in gate.critical_failures)
@@ -103,7 +111,13 @@ def prepare_table(
         )
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
-    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known)
+    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known,
+                         repeated)
+
+
+def _files_of(rows: DataFrame, most: int = 3) -> list[str]:
+    """The first few files (by name) that `rows` come from, to name in a warning."""
+    return [r[0] for r in rows.select("source_file").distinct().orderBy("source_file").limit(most).collect()]
 
 
 def commit_table(spark: SparkSession, config: Config, run: Run, prepared: PreparedTable) -> TableStats:
@@ -143,7 +157,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         rows_quarantined = prepared.parse_failed + set_aside.count()
         rows_kept = kept.count()
     return TableStats(prepared.table, prepared.rows_read, rows_kept, rows_quarantined, warning_lines(gate.results),
-                      partitions=partitions)
+                      partitions=partitions, rows_repeated=prepared.repeated)
 
 
 def _split_keys_stored_elsewhere(

@@ -55,6 +55,7 @@ class TableStats:
     warnings: tuple[str, ...]
     critical_failures: tuple[str, ...] = ()
     partitions: tuple[tuple, ...] | None = None  # what changed: these partitions; None = the table
+    rows_repeated: int = 0  # exact re-deliveries, kept once: read = kept + quarantined + repeated
 
 
 def record_results(spark: SparkSession, config: Config, run: Run, table: str, gate: GateOutcome) -> None:

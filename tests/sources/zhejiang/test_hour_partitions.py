@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -450,3 +451,49 @@ def test_the_hours_an_iteration_touches_do_not_follow_the_processs_time_zone(spa
     monkeypatch.undo()
     time.tzset()
     assert found == [([("t1", "2024052409")], ["2024052409"])] * 3
+
+
+def _polls(start_ms: int, count: int, octets: int) -> list[str]:
+    """`count` polls of one 400G port, 0.5 s apart from `start_ms`, each counting `octets`."""
+    header = "SaveTime,SaveTimeUTC,DeviceName,PortName,InPkts,InOctets,OutPkts,OutOctets,InRatio,OutRatio"
+    lines = [header]
+    for i in range(count):
+        ms = start_ms + 500 * i
+        local = datetime.fromtimestamp(ms / 1000, UTC) + timedelta(hours=8)
+        text = f"{local:%Y/%m/%d} 星期五 {local:%H:%M:%S}.{ms % 1000:03d}"
+        lines.append(f"{text},{ms},{LEAF1.removesuffix('_GPU_S9825')}.GPU.S9825,FourHundredGigE1/0/40,"
+                     f"{octets // 1000},{octets},{octets // 1000},{octets},0.1,0.1")
+    return lines
+
+
+def _overlapping_hours(raw: Path) -> None:
+    """Hour 00 ends with 10 polls of 1 GB, 0.5 s apart; hour 01's folder holds polls 4-9 again
+    (a collector's retry) and 3 polls of its own after them."""
+    end_of_00 = 1_716_483_600_000 - 5_000  # 00:59:55 CST
+    hour0 = _polls(end_of_00, 10, 10**9)
+    hour1 = [hour0[0], *hour0[4:10], *_polls(end_of_00 + 5_000, 3, 10**9)[1:]]
+    for hour, lines in (("2024052400", hour0), ("2024052401", hour1)):
+        path = raw / "trafficinfo" / hour / LEAF1 / "Leaf-1_40.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("order", [("2024052400", "2024052401"), ("2024052401", "2024052400"), (None,)])
+def test_polls_two_hour_folders_both_hold_are_rated_once_in_any_ingest_order(engine, spark, tmp_path, order):
+    """However the two hours are ingested (00 then 01, 01 then 00, both at once), each of the six
+    re-delivered polls is `repeated` in hour 01 and its bytes are counted once: 12 GB moved in
+    12 intervals (9 in hour 00 after its first poll, 3 in hour 01)."""
+    from conftest import make_config
+
+    _overlapping_hours(tmp_path / "raw")
+    config = make_config(tmp_path / "lake")
+    for hours in order:
+        run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"), hours=hours)
+    rates = _table(spark, config, "silver", "zj_port_rates")
+    statuses = rates.groupBy("hour_cst", "status").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(F.col("in_bytes_per_s") * F.col("interval_s")).alias("bytes"))
+    assert sorted((r.hour_cst, r.status, r.n, round(r.bytes or 0)) for r in statuses.collect()) == [
+        ("2024052400", "first", 1, 0), ("2024052400", "update", 9, 9 * 10**9),
+        ("2024052401", "repeated", 6, 0), ("2024052401", "update", 3, 3 * 10**9)]
+    intervals = rates.filter(F.col("status") == "update").select("interval_s").distinct().collect()
+    assert [r.interval_s for r in intervals] == [0.5]

@@ -438,13 +438,24 @@ def test_bad_rows_are_quarantined_and_counted(engine, spark, config, tmp_path):
     assert sorted(r.reasons for r in quarantine.collect()) == [["expected 10 fields, found 8"], ["port_matches_file_name"]]
 
 
-def test_a_repeated_sample_stops_the_run_with_nothing_written(engine, config, tmp_path):
+def test_a_poll_twice_is_kept_once_and_a_conflicting_pair_is_quarantined(engine, spark, config, tmp_path):
+    """An exact copy of a poll is counted as repeated and not kept; a poll delivered twice with
+    other values is quarantined, both rows, with the reason naming the file; the other rows of
+    the hour are kept either way (none of it stops the run)."""
     [path] = write_port_hour(tmp_path, HOUR, [(LEAF1, "TwoHundredGigE1/0/1:1")], _constant(0.3), seed=5)
     lines = path.read_text(encoding="utf-8").splitlines()
-    path.write_text("\n".join([*lines, lines[50]]) + "\n", encoding="utf-8")
-    with pytest.raises(QualityGateFailed, match="port_sample_unique"):
-        run_ingest(engine, config, "zhejiang", str(tmp_path))
-    assert not Path(config.table_path("bronze", "zj_port_counters")).exists()
+    n = len(lines) - 1
+    fields = lines[60].split(",")
+    fields[5] = str(int(fields[5]) + 1)  # InOctets
+    path.write_text("\n".join([*lines, lines[50], ",".join(fields)]) + "\n", encoding="utf-8")
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path))}[ports.TABLE]
+    assert (stats.rows_read, stats.rows_kept, stats.rows_quarantined, stats.rows_repeated) == (n + 2, n - 1, 2, 1)
+    quarantine = spark.read.format("delta").load(config.table_path("quarantine", "zj_port_counters"))
+    name = f"trafficinfo/{HOUR}/{path.parent.name}/{path.name}"
+    assert sorted(r.reasons for r in quarantine.collect()) == [[
+        f"the same poll (switch, port, SaveTimeUTC) delivered 2 times with different values in {name}"]] * 2
+    rates = spark.read.format("delta").load(config.table_path("silver", "zj_port_rates"))
+    assert rates.count() == n - 1
 
 
 def test_a_new_hour_is_appended_and_a_rerun_changes_nothing(engine, spark, config, tmp_path):

@@ -8,7 +8,9 @@ each row's rate with numpy. No shuffle, no sort of the hour, no second read.
 What it checks, and what it does when a check fails: every line splits into the header's ten
 fields (an empty line or a stray comma fails the read), the bytes are UTF-8, every value casts
 to its column's type and is present, times are epoch milliseconds of the years 2000-2099,
-ratios are finite, and every row names the file's own port and switch. A file that fails any
+ratios are finite, every row names the file's own port and switch, and two rows of one instant
+are the same poll twice (an exact copy is a row of its own marked REPEAT_COPY, counted as repeated
+and not kept; a copy with other values is a conflict). A file that fails any
 check yields a single marker row (`EXACT` true) and no data: ports.parse_port_files parses such
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
@@ -28,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 
-from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN
+from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
 
@@ -52,7 +54,7 @@ OUTPUT = pa.schema([
     ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
-    (EXACT, pa.bool_()),
+    (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()),
 ])
 SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
                pa.timestamp("us", tz="UTC"): "timestamp"}
@@ -159,18 +161,46 @@ def _constant(value: str, n: int) -> pa.Array:
     return pc.take(pa.array([value], pa.string()), pa.array(np.zeros(n, np.int64)))
 
 
-def rated_rows(table: pa.Table, file: dict) -> pa.Table:
-    """The file's rows as the parse contract's typed columns plus the rate columns."""
+VALUES = ("SaveTime", *COUNTERS, "InRatio", "OutRatio")  # beside the key (switch, port, instant)
+
+
+def _copies(table: pa.Table, ms: np.ndarray) -> np.ndarray | None:
+    """Over rows in time order: true on a row that repeats the row before it exactly (a poll
+    delivered twice: the copy is counted, not kept); None when two rows of one instant differ
+    (a conflict, which the exact parse quarantines with its reason)."""
+    same = np.concatenate([[False], ms[1:] == ms[:-1]]) if len(ms) else np.zeros(0, bool)
+    if not same.any():
+        return same
+    at = np.nonzero(same)[0]
+    for name in VALUES:
+        values = table.column(name).to_numpy(zero_copy_only=False)
+        if np.any(values[at] != values[at - 1]):
+            return None
+    return same
+
+
+def rated_rows(table: pa.Table, file: dict) -> pa.Table | None:
+    """The file's rows as the parse contract's typed columns plus the rate columns; an exact
+    copy of a poll is a row of its own, marked REPEAT_COPY and not rated. None when a poll is
+    delivered twice with different values."""
     ms = table.column("SaveTimeUTC").to_numpy()
     order = None if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])) else np.argsort(ms, kind="stable")
     if order is not None:
         table, ms = table.take(order), ms[order]
-    counts = [table.column(c).to_numpy() for c in COUNTERS]
-    rates = standalone_rates(ms, counts, file["file_port_name"])
+    lines = np.arange(2, len(ms) + 2, dtype=np.int64) if order is None else order.astype(np.int64) + 2
+    copies = _copies(table, ms)
+    if copies is None:
+        return None
+    if copies.any():
+        kept, repeats = np.nonzero(~copies)[0], np.nonzero(copies)[0]
+        rated = _rated(table.take(kept), ms[kept], lines[kept], file)
+        return pa.concat_tables([rated, _copy_rows(table.take(repeats), ms[repeats], lines[repeats], file)])
+    return _rated(table, ms, lines, file)
+
+
+def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> dict[str, pa.Array]:
     n = len(ms)
-    lines = np.arange(2, n + 2, dtype=np.int64) if order is None else order.astype(np.int64) + 2
-    start = rates["start"]
-    columns = {
+    return {
         "hour_cst": _constant(file["hour_cst"], n), "device_name": table.column("DeviceName"),
         "port_name": table.column("PortName"), "save_time_utc": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
         "save_time": table.column("SaveTime"), "in_pkts": table.column("InPkts"),
@@ -179,6 +209,16 @@ def rated_rows(table: pa.Table, file: dict) -> pa.Table:
         "out_ratio": table.column("OutRatio"), "folder_device_name": _constant(file["folder_device_name"], n),
         "file_port_name": _constant(file["file_port_name"], n), "source_file": _constant(file["source_file"], n),
         "line_number": pa.array(lines),
+    }
+
+
+def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> pa.Table:
+    counts = [table.column(c).to_numpy() for c in COUNTERS]
+    rates = standalone_rates(ms, counts, file["file_port_name"])
+    n = len(ms)
+    start = rates["start"]
+    columns = {
+        **_typed(table, ms, lines, file),
         "rate_status": pc.take(STATUS_NAMES, pa.array(rates["status"])),
         "rate_interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
                                                     mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
@@ -186,8 +226,18 @@ def rated_rows(table: pa.Table, file: dict) -> pa.Table:
         "rate_in_bps": _nullable(rates["in_bps"]), "rate_out_bps": _nullable(rates["out_bps"]),
         "rate_in_util": _nullable(rates["in_util"]), "rate_out_util": _nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
-        EXACT: pa.array(np.zeros(n, bool)),
+        REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
     }
+    return pa.table(columns, schema=OUTPUT)
+
+
+def _copy_rows(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> pa.Table:
+    """Exact copies of kept polls: typed like them, with no rate (they are counted, not kept)."""
+    n = len(ms)
+    columns = {f.name: pa.nulls(n, f.type) for f in OUTPUT}
+    columns.update(_typed(table, ms, lines, file), **{REPEATED_INSTANT: pa.array(np.zeros(n, bool)),
+                                                       REPEAT_COPY: pa.array(np.ones(n, bool)),
+                                                       EXACT: pa.array(np.zeros(n, bool))})
     return pa.table(columns, schema=OUTPUT)
 
 
@@ -203,7 +253,8 @@ def one_file(file: dict) -> pa.Table:
     table = read_port_file(file["path"])
     if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
         return _marker(file)
-    return rated_rows(table, file)
+    rows = rated_rows(table, file)
+    return _marker(file) if rows is None else rows
 
 
 BATCH_ROWS = 131_072  # files' rows handed to the engine together: fewer, larger batches

@@ -28,7 +28,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
@@ -36,7 +36,7 @@ from tracelake.api.tables import changed_groups, read_tables, staged_parse
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.parse import PARSE_ERRORS, ROW_ID, split_fields, type_fields
+from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, stage
 from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
@@ -45,11 +45,12 @@ from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.ports import (
     carried_state,
-    is_opening,
-    opening_marks,
+    first_instants,
+    opening_cuts,
     port_rates,
     rates_from_pass,
     rates_of,
+    relabelled,
 )
 
 log = logging.getLogger(__name__)
@@ -193,6 +194,31 @@ def parse_fields(lines: DataFrame, schema: TableSchema) -> DataFrame:
     return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema, lean=True)
 
 
+POLL_VALUES = ("save_time", "in_pkts", "in_octets", "out_pkts", "out_octets", "in_ratio", "out_ratio")
+
+
+def repeated_polls(parsed: DataFrame) -> DataFrame:
+    """Two parsed rows of one file with one (switch, port, instant) key: the same poll delivered
+    twice. When they agree on every value, every copy but one is marked
+    REPEAT_COPY (counted as repeated, not kept); when any value differs, every row of that key
+    is quarantined with the reason and the file, since which one is true cannot be told (the
+    port pass sends such a file here)."""
+    ok = F.size(PARSE_ERRORS) == 0
+    key = Window.partitionBy("source_file", "device_name", "port_name", "save_time_utc", ok)
+    digest = F.xxhash64(*POLL_VALUES)
+    marked = parsed.select("*", F.count(F.lit(1)).over(key).alias("_copies"),
+                           F.row_number().over(key.orderBy("raw_line")).alias("_nth"),
+                           (F.min(digest).over(key) != F.max(digest).over(key)).alias("_conflict"))
+    twice = ok & (F.col("_copies") > 1)
+    reason = F.concat(F.lit("the same poll (switch, port, SaveTimeUTC) delivered "), F.col("_copies").cast("string"),
+                      F.lit(" times with different values in "), F.col("source_file"))
+    conflict = twice & F.col("_conflict")
+    return marked.select(
+        *[F.when(conflict, F.array(reason)).otherwise(F.col(c)).alias(c) if c == PARSE_ERRORS else F.col(c)
+          for c in parsed.columns],
+        (twice & ~F.col("_conflict") & (F.col("_nth") > 1)).alias(REPEAT_COPY))
+
+
 # ---------------------------------------------------------------- the one pass: each file read, checked, typed and rated
 
 def _file_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
@@ -216,7 +242,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> 
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         F.when(marker, F.array(F.lit(EXACT_REASON))).otherwise(no_problem).alias(PARSE_ERRORS),
-        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, marker.alias(portpass.EXACT),
+        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, REPEAT_COPY,
+        marker.alias(portpass.EXACT),
     )
 
 
@@ -250,7 +277,7 @@ def parse_port_files(
     def exact(chosen: list[RawFile] = files) -> DataFrame:
         for raw in chosen:
             check_header(raw, schema)
-        return parse_fields(_read_lines(spark, chosen, schema), schema)
+        return repeated_polls(parse_fields(_read_lines(spark, chosen, schema), schema))
 
     if staging is None:
         return exact()
@@ -268,35 +295,47 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
     """The rates of the changed hours, from their counters plus the carried state of the hour
     before each (for an hour this run's one pass rated, its rates with only the opening rows
     computed again: transforms/ports.rates_from_pass); and of the stored hour after each, whose
-    opening rows continue from it: only those rows are recomputed, and the hour is replaced only when they differ from the stored
-    ones. Nothing else of the lake is read, so a re-ingested hour costs about what a new one does."""
+    opening rows continue from it: only those rows are recomputed, and the hour is replaced only
+    when they differ from the stored ones. Nothing else of the lake is read, so a re-ingested
+    hour costs about what a new one does."""
     counters, stored = read_tables(spark, config, TABLE, RATES_TABLE)
     if counters is None:
         return None
     own = sorted({values[0] for values in changed[TABLE]})
     hours, _ = hours_to_rebuild(counters, set(own))
-    before = sorted({shift_hour(h, -1) for h in own} - set(own))
-    # a few rows per port, read by several queries below: staged once
-    state = stage(carried_state(counters.filter(F.col("hour_cst").isin(before))), scratch / "zj_port_state")
+    after = {shift_hour(h, -1): h for h in own if shift_hour(h, -1) not in own}  # a carried hour -> the hour it precedes
     passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
+    rows = passed if passed is not None else counters.filter(F.col("hour_cst").isin(own))
+    # a few rows per port (more where the hour after holds its polls again), read by several queries below: staged once
+    firsts = first_instants(rows.filter(F.col("hour_cst").isin(list(after.values()))), {h: b for b, h in after.items()})
+    earlier = counters.filter(F.col("hour_cst").isin(list(after)))
+    state = stage(carried_state(earlier, firsts), scratch / "zj_port_state")
     if passed is not None and "rate_status" in passed.columns:  # the one pass rated them: patch the opening rows
         rates = rates_from_pass(passed, state, own[0])
     else:
-        rates = rates_of(counters.filter(F.col("hour_cst").isin(own)), state, own)
+        rates = rates_of(rows, state, own)
     following = [h for h in hours if h not in own]
     if not following:
         return rates, tuple((h,) for h in own)
-    rebuilt, redone = following_hours(counters, stored, following)
+    rebuilt, redone = following_hours(counters, stored, following, scratch)
     return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
 
 
-def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str]) -> tuple[list[DataFrame], list[str]]:
+def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str],
+                    scratch: Path) -> tuple[list[DataFrame], list[str]]:
     """(the new rates of the hours after changed ones whose opening rows changed, those hours).
     An hour whose stored rates do not hold a row per counter row (none yet, or a run stopped
-    between the two commits) is rebuilt whole instead."""
+    between the two commits) is rebuilt whole instead. The opening rows of an hour are those up
+    to its cut (transforms/ports.opening_cuts) and the first one after it, per port."""
+    keys = ["hour_cst", "device_name", "port_name"]
+    after = {shift_hour(h, -1): h for h in following}
     hours = F.col("hour_cst").isin(following)
-    before = carried_state(counters.filter(F.col("hour_cst").isin([shift_hour(h, -1) for h in following])))
-    rows = dict(counters.filter(hours).groupBy("hour_cst").count().collect())
+    firsts = stage(first_instants(counters.filter(hours)), scratch / "zj_port_firsts_following")
+    before = carried_state(counters.filter(F.col("hour_cst").isin(list(after))),
+                           firsts.select(relabelled(F.col("hour_cst"), {h: b for b, h in after.items()}).alias("hour_cst"),
+                                         "device_name", "port_name", "_first"))
+    before = stage(before, scratch / "zj_port_state_following")
+    rows = dict(firsts.groupBy("hour_cst").agg(F.sum("_rows")).collect())
     kept = dict(stored.filter(hours).groupBy("hour_cst").count().collect()) if stored is not None else {}
     whole = [h for h in following if kept.get(h) != rows.get(h)]
     opened = [h for h in following if h not in whole]
@@ -305,15 +344,20 @@ def following_hours(counters: DataFrame, stored: DataFrame | None, following: li
         frames.append(rates_of(counters.filter(F.col("hour_cst").isin(whole)), before, whole))
     if opened:
         in_opened = F.col("hour_cst").isin(opened)
-        marks = F.broadcast(opening_marks(counters.filter(in_opened)))
-        keys = ["hour_cst", "device_name", "port_name"]
-        opening = marks.join(counters.filter(in_opened), keys).filter(is_opening()).select(*counters.columns)
-        fresh = rates_of(opening, before, opened)
-        old = marks.join(stored.filter(in_opened), keys)
+        cuts = opening_cuts(firsts.filter(in_opened), before, after)
+        past = counters.filter(in_opened).join(F.broadcast(cuts), keys).filter(
+            F.unix_micros(F.col("save_time_utc")) > F.col("_cut_us"))
+        nearest = past.groupBy(*keys).agg(F.min("save_time_utc").alias("_next"))
+        bounds = stage(cuts.join(nearest, keys, "left"), scratch / "zj_port_cuts_following")
+        opening_row = (F.unix_micros(F.col("save_time_utc")) <= F.col("_cut_us")) | \
+            F.coalesce(F.col("save_time_utc") == F.col("_next"), F.lit(False))
+        opening = counters.filter(in_opened).join(F.broadcast(bounds), keys).filter(opening_row)
+        fresh = rates_of(opening.select(*counters.columns), before, opened)
+        old = stored.filter(in_opened).join(F.broadcast(bounds), keys)
         columns = list(fresh.columns)
-        differ = changed_groups(old.filter(is_opening()).select(*columns), fresh, columns, "hour_cst")
+        differ = changed_groups(old.filter(opening_row).select(*columns), fresh, columns, "hour_cst")
         if differ:
-            tail = old.filter(F.col("hour_cst").isin(differ) & ~is_opening()).select(*columns)
+            tail = old.filter(F.col("hour_cst").isin(differ) & ~opening_row).select(*columns)
             frames.append(tail.unionByName(fresh.filter(F.col("hour_cst").isin(differ))))
         opened = differ
     return frames, sorted([*whole, *opened])

@@ -136,12 +136,28 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
     )
 
 
-def carried_state(earlier: DataFrame) -> DataFrame:
+def first_instants(rows: DataFrame, relabel: dict[str, str] | None = None) -> DataFrame:
+    """Per hour and port of counter rows: its first instant, `_first`, and its rows, `_rows`. With
+    `relabel` (hour -> hour), hour_cst is renamed, e.g. to the hour before, for carried_state's
+    `later_firsts`."""
+    firsts = rows.groupBy("hour_cst", "device_name", "port_name").agg(
+        F.min("save_time_utc").alias("_first"), F.count(F.lit(1)).alias("_rows"))
+    if not relabel:
+        return firsts
+    return firsts.select(relabelled(F.col("hour_cst"), relabel).alias("hour_cst"), "device_name", "port_name",
+                         "_first", "_rows")
+
+
+def carried_state(earlier: DataFrame, later_firsts: DataFrame | None = None) -> DataFrame:
     """The counter rows of earlier hours that the rates after them depend on: per hour and port
-    its first row, its last row (the previous poll) and its last non-zero row (the carry anchor).
-    Per hour, so that hours that are not adjacent each keep their own last rows. Only what the
-    rates after them read is kept of these rows: the instant and whether the row is all zeros
-    (a non-zero row's counters read 1), found in one aggregation of the hours.
+    its first row, its last row (the previous poll) and its last non-zero row (the carry anchor),
+    and, given `later_firsts` (first_instants of the hours after, labelled with the earlier hour),
+    every row at or after the port's first instant of the hour after. Those overlap: a collector
+    that retried can deliver minutes of polls again in the next hour folder, and each copy must
+    find its twin here to be `repeated`, however long the overlap. Per hour, so that hours that
+    are not adjacent each keep their own last rows. Only what the rates after them read is kept
+    of these rows: the instant and whether the row is all zeros (a non-zero row's counters read
+    1), in one row per instant.
 
     port_rates of later rows computed over these rows + the later rows equal port_rates over
     the whole history, except for a port whose earlier stretch has no non-zero row and which
@@ -151,38 +167,37 @@ def carried_state(earlier: DataFrame) -> DataFrame:
     port = ["hour_cst", "device_name", "port_name"]
     ts = F.col("save_time_utc")
     marks = earlier.groupBy(*port).agg(  # plain min/max: aggregating structs cost 5 s a full hour
-        F.min(ts).alias("_first"), F.max(ts).alias("_last"),
-        F.min(F.when(nonzero, ts)).alias("_first_update"), F.max(F.when(nonzero, ts)).alias("_update"))
-
-    at = F.explode(F.array("_first", "_last", "_update")).alias("save_time_utc")  # a null _update: no row
-    rows = marks.select(*port, "_first_update", "_update", at).filter(F.col("save_time_utc").isNotNull())
-    is_update = F.coalesce(ts == F.col("_first_update"), F.lit(False)) | F.coalesce(ts == F.col("_update"), F.lit(False))
-    # one row per instant (the last row is often the last update): a group-by, as Sail 0.7.2's
-    # dropDuplicates over exploded values kept one row per port (measured)
-    one = rows.groupBy(*port, "save_time_utc").agg(F.max(is_update.cast("bigint")).alias("_nz"))
+        F.min(ts).alias("_h_first"), F.max(ts).alias("_h_last"), F.max(F.when(nonzero, ts)).alias("_h_update"))
+    rows = earlier.join(F.broadcast(marks), port)
+    keep = (ts == F.col("_h_first")) | (ts == F.col("_h_last")) | F.coalesce(ts == F.col("_h_update"), F.lit(False))
+    if later_firsts is not None:
+        rows = rows.join(F.broadcast(later_firsts.select(*port, "_first")), port, "left")
+        keep = keep | F.coalesce(ts >= F.col("_first"), F.lit(False))
+    # the rows themselves, so each keeps its own zero or non-zero counts; one row per instant
+    one = rows.filter(keep).groupBy(*port, "save_time_utc").agg(F.max(nonzero.cast("bigint")).alias("_nz"))
     return one.select(*port, "save_time_utc", *[F.col("_nz").alias(c) for c in COUNTERS])
 
 
-def opening_marks(hour: DataFrame) -> DataFrame:
-    """Per hour and port of counter rows: its first row's time and its first non-zero row's time."""
-    zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
-    return hour.groupBy("hour_cst", "device_name", "port_name").agg(
-        F.min("save_time_utc").alias("_first"), F.min(F.when(~zero, F.col("save_time_utc"))).alias("_update"))
+def opening_cuts(firsts: DataFrame, state: DataFrame, after: dict[str, str], max_gap_s: float = MAX_GAP_S) -> DataFrame:
+    """Per hour and port of `firsts` (first_instants): where its opening prefix ends, `_cut_us`
+    in epoch micros: 2 x max_gap_s after the later of its first row and the last row of the
+    state of the hour before it (`after`: a state hour -> the hour after it); with none, after
+    its first row. See prefix_cuts for why no row after the first one past the cut depends on
+    the hours before."""
+    keys = ["hour_cst", "device_name", "port_name"]
+    last = state.groupBy(*keys).agg(F.max("save_time_utc").alias("_last"))
+    last = last.select(relabelled(F.col("hour_cst"), after).alias("hour_cst"), "device_name", "port_name", "_last")
+    joined = firsts.join(F.broadcast(last), keys, "left")
+    reach = F.greatest(F.col("_first"), F.coalesce(F.col("_last"), F.col("_first")))
+    return joined.select(*keys, (F.unix_micros(reach) + F.lit(int(2 * max_gap_s * 1_000_000))).alias("_cut_us"))
 
 
-def is_opening(max_gap_s: float = MAX_GAP_S) -> Column:
-    """Over rows joined with opening_marks: whether a row's rate can depend on the hours before
-    its own, i.e. it lies within max_gap_s of its port's first row of the hour or is the first
-    non-zero row.
-
-    Every later row's rate is fixed by the hour's own rows: its previous poll is in the hour; a
-    row after the first update anchors on an update of the hour; a zero row more than max_gap_s
-    after the first row cannot be waiting for an update from before the hour (the anchor is no
-    later than that first row), so it is idle or a gap by its own poll interval. So when the hour
-    before changes, only these rows (a few per port) need their rates recomputed."""
-    ts = F.col("save_time_utc")
-    early = F.unix_micros(ts) - F.unix_micros(F.col("_first")) <= F.lit(int(max_gap_s * 1_000_000))
-    return early | F.coalesce(ts == F.col("_update"), F.lit(False))
+def relabelled(hour: Column, names: dict[str, str]) -> Column:
+    """An hour column renamed by `names` (hour -> hour); null for an hour it does not name."""
+    renamed = F.lit(None).cast("string")
+    for old, new in names.items():
+        renamed = F.when(hour == old, F.lit(new)).otherwise(renamed)
+    return renamed
 
 
 def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: float) -> DataFrame:
