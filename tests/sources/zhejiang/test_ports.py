@@ -16,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from tracelake.delta.fingerprint import fingerprint
 from tracelake.delta.maintenance import history
-from tracelake.errors import QualityGateFailed, TracelakeError
+from tracelake.errors import TracelakeError
 from tracelake.io.staging import settle
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
