@@ -466,12 +466,13 @@ def _polls(start_ms: int, count: int, octets: int) -> list[str]:
     return lines
 
 
-def _overlapping_hours(raw: Path) -> None:
-    """Hour 00 ends with 10 polls of 1 GB, 0.5 s apart; hour 01's folder holds polls 4-9 again
-    (a collector's retry) and 3 polls of its own after them."""
-    end_of_00 = 1_716_483_600_000 - 5_000  # 00:59:55 CST
-    hour0 = _polls(end_of_00, 10, 10**9)
-    hour1 = [hour0[0], *hour0[4:10], *_polls(end_of_00 + 5_000, 3, 10**9)[1:]]
+def _overlapping_hours(raw: Path, polls: int, copied: range) -> None:
+    """Hour 00 ends with `polls` polls of 1 GB, 0.5 s apart; hour 01's folder holds the polls
+    `copied` (1-based) again, as a collector's retry delivers them, and 3 polls of its own after
+    them."""
+    start = 1_716_483_600_000 - 500 * polls  # the last poll 0.5 s before 01:00 CST
+    hour0 = _polls(start, polls, 10**9)
+    hour1 = [hour0[0], *hour0[copied.start:copied.stop], *_polls(start + 500 * polls, 3, 10**9)[1:]]
     for hour, lines in (("2024052400", hour0), ("2024052401", hour1)):
         path = raw / "trafficinfo" / hour / LEAF1 / "Leaf-1_40.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -479,13 +480,15 @@ def _overlapping_hours(raw: Path) -> None:
 
 
 @pytest.mark.parametrize("order", [("2024052400", "2024052401"), ("2024052401", "2024052400"), (None,)])
-def test_polls_two_hour_folders_both_hold_are_rated_once_in_any_ingest_order(engine, spark, tmp_path, order):
-    """However the two hours are ingested (00 then 01, 01 then 00, both at once), each of the six
-    re-delivered polls is `repeated` in hour 01 and its bytes are counted once: 12 GB moved in
-    12 intervals (9 in hour 00 after its first poll, 3 in hour 01)."""
+@pytest.mark.parametrize(("polls", "copied"), [(10, range(4, 10)), (400, range(100, 400))])
+def test_polls_two_hour_folders_both_hold_are_rated_once_in_any_ingest_order(engine, spark, tmp_path, order, polls, copied):
+    """However the two hours are ingested (00 then 01, 01 then 00, both at once), each poll that
+    hour 01 holds again is `repeated` there and its bytes are counted once: hour 00 rates every
+    poll after its first, hour 01 its 3 own, each over its 0.5 s. The overlap is 2.5 s, or 150 s
+    (far longer than the 10 s an hour's opening rows reach)."""
     from conftest import make_config
 
-    _overlapping_hours(tmp_path / "raw")
+    _overlapping_hours(tmp_path / "raw", polls, copied)
     config = make_config(tmp_path / "lake")
     for hours in order:
         run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"), hours=hours)
@@ -493,7 +496,7 @@ def test_polls_two_hour_folders_both_hold_are_rated_once_in_any_ingest_order(eng
     statuses = rates.groupBy("hour_cst", "status").agg(
         F.count(F.lit(1)).alias("n"), F.sum(F.col("in_bytes_per_s") * F.col("interval_s")).alias("bytes"))
     assert sorted((r.hour_cst, r.status, r.n, round(r.bytes or 0)) for r in statuses.collect()) == [
-        ("2024052400", "first", 1, 0), ("2024052400", "update", 9, 9 * 10**9),
-        ("2024052401", "repeated", 6, 0), ("2024052401", "update", 3, 3 * 10**9)]
+        ("2024052400", "first", 1, 0), ("2024052400", "update", polls - 1, (polls - 1) * 10**9),
+        ("2024052401", "repeated", len(copied), 0), ("2024052401", "update", 3, 3 * 10**9)]
     intervals = rates.filter(F.col("status") == "update").select("interval_s").distinct().collect()
     assert [r.interval_s for r in intervals] == [0.5]

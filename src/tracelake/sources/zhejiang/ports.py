@@ -47,6 +47,7 @@ from tracelake.sources.zhejiang.transforms.ports import (
     carried_state,
     first_instants,
     opening_cuts,
+    overlapping,
     port_rates,
     rates_from_pass,
     rates_of,
@@ -308,8 +309,7 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
     rows = passed if passed is not None else counters.filter(F.col("hour_cst").isin(own))
     # a few rows per port (more where the hour after holds its polls again), read by several queries below: staged once
     firsts = first_instants(rows.filter(F.col("hour_cst").isin(list(after.values()))), {h: b for b, h in after.items()})
-    earlier = counters.filter(F.col("hour_cst").isin(list(after)))
-    state = stage(carried_state(earlier, firsts), scratch / "zj_port_state")
+    state = carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts, scratch / "zj_port_state")
     if passed is not None and "rate_status" in passed.columns:  # the one pass rated them: patch the opening rows
         rates = rates_from_pass(passed, state, own[0])
     else:
@@ -319,6 +319,18 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
         return rates, tuple((h,) for h in own)
     rebuilt, redone = following_hours(counters, stored, following, scratch)
     return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
+
+
+def carried(earlier: DataFrame, later_firsts: DataFrame, path: Path) -> DataFrame:
+    """carried_state of `earlier`, staged at `path`. Where a port of the hour after starts before
+    its hour before ends (polls delivered again in both folders: transforms/ports.overlapping), it
+    is computed again with those ports' rows from there on; otherwise that costs nothing more
+    than the one aggregation (a join of the hour's rows costs about as much again, measured)."""
+    state = stage(carried_state(earlier), path)
+    overlap = overlapping(later_firsts, state)
+    if not overlap.limit(1).collect():
+        return state
+    return stage(carried_state(earlier, overlap), Path(f"{path}-overlap"))
 
 
 def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str],
@@ -331,10 +343,9 @@ def following_hours(counters: DataFrame, stored: DataFrame | None, following: li
     after = {shift_hour(h, -1): h for h in following}
     hours = F.col("hour_cst").isin(following)
     firsts = stage(first_instants(counters.filter(hours)), scratch / "zj_port_firsts_following")
-    before = carried_state(counters.filter(F.col("hour_cst").isin(list(after))),
-                           firsts.select(relabelled(F.col("hour_cst"), {h: b for b, h in after.items()}).alias("hour_cst"),
-                                         "device_name", "port_name", "_first"))
-    before = stage(before, scratch / "zj_port_state_following")
+    labelled = firsts.select(relabelled(F.col("hour_cst"), {h: b for b, h in after.items()}).alias("hour_cst"),
+                             "device_name", "port_name", "_first")
+    before = carried(counters.filter(F.col("hour_cst").isin(list(after))), labelled, scratch / "zj_port_state_following")
     rows = dict(firsts.groupBy("hour_cst").agg(F.sum("_rows")).collect())
     kept = dict(stored.filter(hours).groupBy("hour_cst").count().collect()) if stored is not None else {}
     whole = [h for h in following if kept.get(h) != rows.get(h)]

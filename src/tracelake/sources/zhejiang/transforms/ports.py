@@ -167,15 +167,35 @@ def carried_state(earlier: DataFrame, later_firsts: DataFrame | None = None) -> 
     port = ["hour_cst", "device_name", "port_name"]
     ts = F.col("save_time_utc")
     marks = earlier.groupBy(*port).agg(  # plain min/max: aggregating structs cost 5 s a full hour
-        F.min(ts).alias("_h_first"), F.max(ts).alias("_h_last"), F.max(F.when(nonzero, ts)).alias("_h_update"))
-    rows = earlier.join(F.broadcast(marks), port)
-    keep = (ts == F.col("_h_first")) | (ts == F.col("_h_last")) | F.coalesce(ts == F.col("_h_update"), F.lit(False))
+        F.min(ts).alias("_first"), F.max(ts).alias("_last"),
+        F.min(F.when(nonzero, ts)).alias("_first_update"), F.max(F.when(nonzero, ts)).alias("_update"))
+
+    at = F.explode(F.array("_first", "_last", "_update")).alias("save_time_utc")  # a null _update: no row
+    rows = marks.select(*port, "_first_update", "_update", at).filter(F.col("save_time_utc").isNotNull())
+    is_update = F.coalesce(ts == F.col("_first_update"), F.lit(False)) | F.coalesce(ts == F.col("_update"), F.lit(False))
+    rows = rows.select(*port, "save_time_utc", is_update.cast("bigint").alias("_nz"))
     if later_firsts is not None:
-        rows = rows.join(F.broadcast(later_firsts.select(*port, "_first")), port, "left")
-        keep = keep | F.coalesce(ts >= F.col("_first"), F.lit(False))
-    # the rows themselves, so each keeps its own zero or non-zero counts; one row per instant
-    one = rows.filter(keep).groupBy(*port, "save_time_utc").agg(F.max(nonzero.cast("bigint")).alias("_nz"))
+        # the later hour's first instants as the build side of the join (Sail builds on the left:
+        # the hour's rows there took 4 GB), and the hour's rows as they are, rebuilt as plain
+        # values so the union's two sides agree in metadata and nullability (Sail 0.7.2 refuses
+        # a union of a Delta column with a computed one)
+        overlap = F.broadcast(later_firsts.select(*port, "_first")).join(earlier, port).filter(ts >= F.col("_first"))
+        rows = rows.unionByName(overlap.select(
+            *port, F.timestamp_micros(F.unix_micros(ts)).alias("save_time_utc"),
+            F.when(F.lit(True), nonzero.cast("bigint")).alias("_nz")))
+    # one row per instant (the last row is often the last update): a group-by, as Sail 0.7.2's
+    # dropDuplicates over exploded values kept one row per port (measured)
+    one = rows.groupBy(*port, "save_time_utc").agg(F.max("_nz").alias("_nz"))
     return one.select(*port, "save_time_utc", *[F.col("_nz").alias(c) for c in COUNTERS])
+
+
+def overlapping(firsts: DataFrame, state: DataFrame) -> DataFrame:
+    """The rows of `firsts` (first_instants of later hours, labelled with the hour before) whose
+    port's first instant is not after the last carried row of the hour before: the ports whose
+    hour folders overlap, for which carried_state needs `later_firsts`. Small: both sides are."""
+    keys = ["hour_cst", "device_name", "port_name"]
+    last = state.groupBy(*keys).agg(F.max("save_time_utc").alias("_last"))
+    return firsts.join(last, keys).filter(F.col("_first") <= F.col("_last")).select(*firsts.columns)
 
 
 def opening_cuts(firsts: DataFrame, state: DataFrame, after: dict[str, str], max_gap_s: float = MAX_GAP_S) -> DataFrame:
