@@ -308,7 +308,10 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
     passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
     rows = passed if passed is not None else counters.filter(F.col("hour_cst").isin(own))
     # a few rows per port (more where the hour after holds its polls again), read by several queries below: staged once
-    firsts = first_instants(rows.filter(F.col("hour_cst").isin(list(after.values()))), {h: b for b, h in after.items()})
+    opening = rows.filter(F.col("hour_cst").isin(list(after.values())))
+    if passed is not None and "rate_dt_s" in passed.columns:  # a rated file's first row is the one with no dt
+        opening = opening.filter(F.col("rate_dt_s").isNull())  # (and every row of the files parsed line by line)
+    firsts = first_instants(opening, {h: b for b, h in after.items()})
     state = carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts, scratch / "zj_port_state")
     if passed is not None and "rate_status" in passed.columns:  # the one pass rated them: patch the opening rows
         rates = rates_from_pass(passed, state, own[0])
