@@ -5,24 +5,32 @@ Sources are imported by name at run time, so nothing in the kernel imports a sou
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import Derived
-from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
+
+if TYPE_CHECKING:
+    from tracelake.api.contract import Derived
+    from tracelake.api.source import Source
 
 SOURCES = "tracelake.sources"
 CROSS_TRACE = "tracelake.crosstrace"
+GENERATOR = "synth"  # a source's generator module: tracelake.sources.<name>.synth
 
 
 def source_names() -> list[str]:
+    """From the folders alone: nothing is imported but the `tracelake.sources` package."""
     package = importlib.import_module(SOURCES)
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
 def _declared(module: str) -> Source:
+    from tracelake.api.source import Source
+
     source = getattr(importlib.import_module(module), "SOURCE", None)
     if not isinstance(source, Source):
         raise TracelakeError(f"{module} declares no SOURCE (tracelake.api.source.Source)")
@@ -45,7 +53,11 @@ def declarations() -> list[Source]:
 
 
 def generator_names() -> list[str]:
-    return [s.name for s in declarations()[1:] if s.generator]
+    """The sources with a `synth` module, found in their folders without importing them (the
+    command line lists them before it loads anything heavy)."""
+    package = importlib.import_module(SOURCES)
+    return [name for name in source_names()
+            if any(m.name == GENERATOR for m in pkgutil.iter_modules([str(Path(package.__path__[0]) / name)]))]
 
 
 def generate(
@@ -53,17 +65,18 @@ def generate(
 ) -> list[Path]:
     """Synthetic raw files in the source's format; options are generator-specific (hours,
     tasks, …), None values left out. `reference` is the real release's folder (conf raw_roots),
-    passed to generators that copy or follow real parts of it (zhejiang: the topology)."""
+    passed to generators that copy or follow real parts of it (a `generate` that takes
+    `reference`; zhejiang: the topology). Imports the generator module only, not the source's
+    parsers or the engine."""
     if source not in generator_names():
         raise TracelakeError(f"no generator for '{source}' (known: {', '.join(generator_names())})")
     if scale <= 0:
         raise TracelakeError("--scale must be positive")
-    declared = get_source(source)
+    synth = importlib.import_module(f"{SOURCES}.{source}.{GENERATOR}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if reference and declared.generator_reference:
+    if reference and "reference" in inspect.signature(synth.generate).parameters:
         options["reference"] = reference
-    synth = importlib.import_module(declared.generator)
     return synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
 
 
