@@ -1,4 +1,4 @@
-"""`tracelake` command line: ingest, query, tables, describe, generate, report, demo.
+"""`tracelake` command line: ingest, query, sql, tables, describe, generate, report, serve, demo.
 
 Errors print as one line (`tracelake: error: …`) with a non-zero exit; TRACELAKE_DEBUG=1 shows
 the traceback.
@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     _common(p)
 
+    p = sub.add_parser("serve", help="keep an engine running for a lake: later commands on it start in a fraction")
+    _common(p)
+
     p = sub.add_parser("demo", help="ingest everything available (real files or generated) and summarise")
     _common(p)
     return parser
@@ -123,14 +126,29 @@ def _require_lake(config) -> None:
         raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
 
 
+def _start(config) -> Any:
+    """The engine `tracelake serve` runs for this lake when there is one (a session of our own
+    on it), else one of the command's own."""
+    from tracelake.app.serve import served_socket
+    from tracelake.engine import attach_served, start_engine
+
+    socket_path = served_socket(config, _tell)
+    if socket_path:
+        try:
+            return attach_served(config, socket_path)
+        except TracelakeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - it went away since: our own engine instead
+            _tell(f"the served engine did not answer ({type(exc).__name__}); starting one")
+    return start_engine(config)
+
+
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
     """The engine and config; with `need_lake`, only over an existing lake (checked once the
     engine is up, so an engine that cannot start says so first)."""
-    from tracelake.engine import start_engine
-
     config = _config(args)
-    engine = start_engine(config)
+    engine = _start(config)
     try:
         if need_lake:
             _require_lake(config)
@@ -352,9 +370,16 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tracelake.app.serve import serve
+
+    return serve(_config(args), _tell)
+
+
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
     "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
+    "serve": cmd_serve,
 }
 
 
