@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import json
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import date, datetime
 from typing import Any
 
 from tracelake.app import signals
@@ -67,8 +64,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. 2024052400..2024052423")
     _common(p)
 
-    p = sub.add_parser("query", help="run SQL over the lake; prints CSV with a header")
+    p = sub.add_parser("query", help="run one read-only SQL statement over the lake; prints CSV with a header")
     p.add_argument("sql")
+    p.add_argument("--format", choices=("csv", "json", "table"), default="csv",
+                   help="csv (default: a header, then a line per row), json (an array of objects) or table (aligned)")
+    _common(p)
+
+    p = sub.add_parser("sql", help="interactive read-only SQL prompt over the lake (.tables, .schema T, .quit)")
+    p.add_argument("--format", choices=("csv", "json", "table"), default="table", help="how results print (default: table)")
+    p.add_argument("--history", default="~/.tracelake_history",
+                   help="readline history file of the prompt (default ~/.tracelake_history; '' for none)")
     _common(p)
 
     p = sub.add_parser("tables", help="list lake tables: rows, Delta version, last operation")
@@ -208,76 +213,36 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def _csv_value(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, default=str)
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
-
-
 def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    writer = csv.writer(out or sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_value(v) for v in row])
+    from tracelake.app.statements import write_csv as write
 
-
-def _schema_answer(args: argparse.Namespace, sql: str):
-    """(header, rows) of DESCRIBE TABLE / SHOW COLUMNS / SHOW CREATE TABLE of a lake table, from
-    its schema file; None for any other statement or table (the engine answers, or says what is
-    wrong)."""
-    from tracelake.app.schema_sql import schema_question
-    from tracelake.delta.catalog import list_lake_tables
-    from tracelake.schema import table_schema
-
-    question = schema_question(sql)
-    if question is None:
-        return None
-    config = _config(args)
-    for layer, table in list_lake_tables(config):
-        if config.table_name(layer, table) == question.table:
-            return question.answer(table_schema(f"{layer}.{table}"), config.table_path(layer, table))
-    return None
+    write(columns, rows, out)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from tracelake.app.readonly import check_read_only
+    from tracelake.app.readonly import NotAStatement, check_read_only
+    from tracelake.app.statements import parser_message, run_sql, schema_answer, write_result
     from tracelake.delta.catalog import register_all
 
-    check_read_only(args.sql)  # before any engine starts
-    if answer := _schema_answer(args, args.sql):
-        write_csv(*answer)
+    try:
+        check_read_only(args.sql)  # before any engine starts
+    except NotAStatement as exc:  # a typo of SELECT and the like: the engine's parser says what is wrong
+        with _engine(args) as (engine, _config_):
+            raise parser_message(engine.spark, exc.word) from None
+    if answer := schema_answer(_config(args), args.sql):
+        write_result(answer, args.format)
         return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = _run_query(engine.spark, args.sql)
-    write_csv(result.column_names, [tuple(r.values()) for r in result.to_pylist()])
+        result = run_sql(engine.spark, args.sql)
+    write_result(result, args.format)
     return 0
 
 
-def _statement_errors() -> tuple[type[Exception], ...]:
-    """What the engine raises for a mistake in the statement (an unknown table, bad syntax, a
-    division by zero, a failed cast, a version whose files a vacuum removed): the user's to fix,
-    so exit 2, not an internal error."""
-    from pyspark import errors as E
+def cmd_sql(args: argparse.Namespace) -> int:
+    from tracelake.app.shell import run_shell
 
-    return (E.AnalysisException, E.IllegalArgumentException, E.ArithmeticException, E.DateTimeException,
-            E.ArrayIndexOutOfBoundsException, E.UnsupportedOperationException, E.SparkRuntimeException,
-            E.SparkNoSuchElementException, E.SparkUpgradeException, E.QueryExecutionException)
-
-
-def _run_query(spark, sql: str):
-    """The statement's result as Arrow; its mistakes become one line keeping the engine's words."""
-    try:
-        return spark.sql(sql).toArrow()
-    except _statement_errors() as exc:
-        text = str(exc).strip() or type(exc).__name__
-        raise TracelakeError(f"query failed: {text.splitlines()[0]}") from exc
+    return run_shell(lambda: _engine(args), _config(args), args.format, args.history)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
@@ -379,7 +344,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
     "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
-    "serve": cmd_serve,
+    "serve": cmd_serve, "sql": cmd_sql,
 }
 
 
