@@ -179,3 +179,13 @@ def test_generator_names_come_from_the_folders_and_match_the_synth_modules():
     from tracelake.run.registry import generator_names, source_names
 
     assert generator_names() == source_names() == ["acme", "itp", "zeus", "zhejiang"]
+
+
+def test_an_ingest_without_raw_names_the_default_folder_it_reads(engine, tmp_path):
+    from helpers import tracelake_in_process
+
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1"])})
+    done = tracelake_in_process(engine, "ingest", "itp", "--lake", str(tmp_path / "lake"), "--conf", f"raw_roots.itp={raw}")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == f"tracelake: no --raw given: reading itp from {raw} (conf raw_roots.itp)"

@@ -680,6 +680,13 @@ CASES = [
          stdout='[\n {\n  "answer": 42,\n  "b": "a"\n }\n]'),
     Case("query_table_format", _cli("query", "SELECT 40 + 2 AS answer, 'a' AS b", "--format", "table"), 0,
          stdout="answer | b\n-------+--\n    42 | a\n(1 row)"),
+    # an ingest without --raw read conf's default folder without a word
+    Case("ingest_without_raw_and_no_default", _cli("ingest", "acme"), 2,
+         "tracelake: error: no --raw given and no default raw folder for 'acme' (conf raw_roots.acme): pass --raw DIR"),
+    Case("ingest_without_raw_default_missing", _cli("ingest", "itp", "--conf", "raw_roots.itp=/nonexistent/itp"), 2,
+         "tracelake: error: no --raw given, and the default raw folder for 'itp' (conf raw_roots.itp = /nonexistent/itp) "
+         "is not a folder here: /nonexistent/itp; pass --raw DIR"),
+    Case("ingest_without_raw_unknown_source", _cli("ingest", "nope"), 2, "unknown source 'nope'"),
     Case("query_unknown_format", _cli("query", "SELECT 1", "--format", "xml"), 2, "invalid choice: 'xml'"),
     Case("unknown_command_is_one_line", _cli("ingst", "itp"), 2, "invalid choice: 'ingst'"),
     Case("unknown_profile_is_one_line", _cli("tables", "--profile", "fast"), 2, "invalid choice: 'fast'"),

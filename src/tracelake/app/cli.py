@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
-    p.add_argument("--raw", help="folder with the source's raw files")
+    p.add_argument("--raw", help="folder with the source's raw files (default: conf raw_roots.SOURCE, named on stderr)")
     p.add_argument("--hours", metavar="H|FROM..TO",
                    help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. 2024052400..2024052423")
     _common(p)
@@ -204,11 +204,31 @@ def _print_stats(stats) -> None:
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
+def _default_raw(args: argparse.Namespace) -> str:
+    """The folder an ingest without --raw reads: conf's raw_roots.<source>, said in one line on
+    stderr; none configured, or not a folder, is refused (exit 2) before any engine starts."""
+    from tracelake.run.registry import get_source, source_names
+
+    if args.source not in source_names():
+        get_source(args.source)  # says which sources there are
+    configured = _config(args).raw_roots.get(args.source)
+    if not configured:
+        raise TracelakeError(f"no --raw given and no default raw folder for '{args.source}' "
+                             f"(conf raw_roots.{args.source}): pass --raw DIR")
+    path = os.path.abspath(os.path.expanduser(configured))
+    if not os.path.isdir(path):
+        raise TracelakeError(f"no --raw given, and the default raw folder for '{args.source}' (conf raw_roots."
+                             f"{args.source} = {configured}) is not a folder here: {path}; pass --raw DIR")
+    _tell(f"no --raw given: reading {args.source} from {path} (conf raw_roots.{args.source})")
+    return path
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tracelake.run.pipeline import run_ingest
 
+    raw = args.raw if args.raw is not None else _default_raw(args)
     with _engine(args) as (engine, config), _progress() as progress:
-        stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress), hours=args.hours)
+        stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours)
     _print_stats(stats)
     return 0
 
