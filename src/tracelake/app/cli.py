@@ -166,7 +166,17 @@ def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
         engine.stop()
 
 
+def _live() -> bool:
+    """A spinner per step only when both streams are a terminal; plain lines otherwise (Airflow
+    and CI logs, a redirect)."""
+    return sys.stderr.isatty() and sys.stdout.isatty()
+
+
 def _progress():
+    """The steps' display: rich's live lines on a terminal, else nothing live (plain lines are
+    printed as each step ends, by _step_fn)."""
+    if not _live():
+        return contextlib.nullcontext(None)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -181,27 +191,69 @@ def _stderr_console():
     return Console(stderr=True)
 
 
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def step_summary(note: dict, took: float) -> str:
+    """What a step did, for its progress line: rows and rows/s, raw files done of the run's, and
+    the time left of a --hours range."""
+    parts = []
+    if "files" in note:
+        parts.append(f"files {note['files'][0]}/{note['files'][1]}")
+    if "rows" in note:
+        rate = f" ({note['rows'] / took:,.0f} rows/s)" if "files" in note and took >= 0.05 and note["rows"] else ""
+        parts.append(f"{note['rows']:,} rows{rate}")
+    parts.append(f"{took:.1f} s")
+    if "eta_s" in note:
+        parts.append(f"ETA {_duration(note['eta_s'])}" if note["eta_s"] else "last")
+    return ", ".join(parts)
+
+
 def _step_fn(progress):
+    """The run's step callback: each step yields a dict the run fills with its figures; the
+    step's line gets them when it ends (a live line on a terminal, else one plain line)."""
+    import time
+
     @contextlib.contextmanager
     def step(label: str):
-        task = progress.add_task(label, total=1)
-        yield
-        progress.update(task, completed=1, description=f"[green]✓[/] {label}")
+        note: dict = {}
+        started = time.monotonic()
+        task = progress.add_task(label, total=1) if progress is not None else None
+        yield note
+        summary = step_summary(note, time.monotonic() - started)
+        if task is not None:
+            progress.update(task, completed=1, description=f"[green]✓[/] {label}: {summary}")
+        else:
+            print(f"tracelake: ✓ {label}: {summary}", file=sys.stderr, flush=True)
 
     return step
 
 
 def _print_stats(stats) -> None:
+    """The run's tables: rows read, kept and set aside, readable in 80 columns (names are never
+    cut: a name too long folds), and each table's warnings below the table, wrapped."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="ingest summary")
-    for col in ("table", "rows read", "kept", "quarantined", "warnings"):
-        table.add_column(col)
+    console = Console(width=None if sys.stdout.isatty() else 100)
+    table = Table(title="ingest summary", box=box.SIMPLE_HEAD)
+    table.add_column("table", overflow="fold")
+    for col in ("read", "kept", "quarantined"):
+        table.add_column(col, justify="right", no_wrap=True)
     for s in stats:
-        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}",
-                      "\n".join(s.warnings))
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}")
+    console.print(table)
+    warned = [(s.table, w) for s in stats for w in s.warnings]
+    if warned:
+        console.print("warnings:")
+        for name, warning in warned:
+            console.print(f"  {name}: {warning}", overflow="fold", highlight=False, markup=False)
 
 
 def _default_raw(args: argparse.Namespace) -> str:

@@ -63,4 +63,7 @@ def record_results(spark: SparkSession, config: Config, run: Run, table: str, ga
     commit(spark, config, ops, quality_rows(spark, run.run_id, run.started, table, gate.results), Append())
 
 
-Step = Callable[[str], object]  # progress callback: called with a label, returns a context
+# progress callback: called with a label, returns a context; what it yields, when a dict, is
+# filled in by the run before the step ends (`rows`: rows read; `files`: (done, total) raw files
+# of the run; `eta_s`: seconds the rest of a --hours range should take), for the progress line
+Step = Callable[[str], object]

@@ -69,20 +69,30 @@ def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> li
     return source.plan_batches(raw_dir, staging, batch)
 
 
+def _note(note: object, **figures: object) -> None:
+    """Figures for the progress line of a step whose context yields a dict."""
+    if isinstance(note, dict):
+        note.update(figures)
+
+
 def _ingest_batch(
     engine: Engine, config: Config, run: Run, batch: list[TableInput], per_hour: list[Derived], hour: str,
-    step: Step,
+    step: Step, files: list[int],
 ) -> list[TableStats]:
     """Prepare every input of the batch before its first write, commit them, rebuild the
-    per-hour derived tables; the stats of every table written, with the partitions changed."""
+    per-hour derived tables; the stats of every table written, with the partitions changed.
+    `files` is [raw files done, in the run] and is counted on."""
     prepared = []
     for item in batch:
-        with step(f"{item.table}: {len(item.files)} file(s){hour}"):
+        with step(f"{item.table}: {len(item.files)} file(s){hour}") as note:
             prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
+            files[0] += len(item.files)
+            _note(note, rows=prepared[-1].rows_read, files=tuple(files))
     committed = []
     for table in prepared:
-        with step(f"{table.table}: writing{hour}"):
+        with step(f"{table.table}: writing{hour}") as note:
             committed.append(commit_table(engine.spark, config, run, table))
+            _note(note, rows=committed[-1].rows_kept + committed[-1].rows_quarantined)
     changed = changes_of(committed)
     return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
 
@@ -113,7 +123,7 @@ def run_ingest(
     declared = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
     run = Run.new(config)
-    step = step or (lambda label: nullcontext())
+    step = step or (lambda label: nullcontext({}))
     stats: list[TableStats] = []
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
         remove_stale_staging(config, keep=run.staging)
@@ -123,10 +133,16 @@ def run_ingest(
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}
+            files = [0, sum(len(item.files) for item in inputs)]
+            started = time.monotonic()
             for number, (hour_folder, batch) in enumerate(cut):
                 hour = f" [{hour_folder}]" if hour_folder else ""
                 try:
-                    committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step)
+                    with step(f"hour {hour_folder} ({number + 1}/{len(cut)})") if len(cut) > 1 else nullcontext() as note:
+                        committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step, files)
+                        spent = time.monotonic() - started
+                        _note(note, rows=sum(s.rows_read for s in committed if s.table.startswith("bronze.")),
+                              files=tuple(files), eta_s=spent / (number + 1) * (len(cut) - number - 1))
                 except TracelakeError as exc:
                     if number == 0:
                         raise
