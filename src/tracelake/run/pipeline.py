@@ -3,6 +3,7 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.api.source import Source
+from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config
 from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
@@ -22,7 +24,7 @@ from tracelake.run.batches import add_changes, batches, changes_of, merged_stats
 from tracelake.run.bronze import commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats
 from tracelake.run.derived import rebuild_derived
-from tracelake.run.registry import all_derived, get_source
+from tracelake.run.registry import all_derived, generated_names, get_source
 
 
 def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
@@ -58,6 +60,28 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     for path in stale:
         shutil.rmtree(path, ignore_errors=True)
     return stale
+
+
+def record_inputs(config: Config, raw_dir: Path, inputs: list[TableInput]) -> None:
+    """Note in the lake where each bronze table of the run came from and whether its files are
+    synthetic (written by `tracelake generate`: registry.generated_names), for the report's
+    labels (read_inputs)."""
+    if "://" in config.lake_root:
+        return
+    generated = generated_names(raw_dir)
+
+    def synthetic(name: str) -> bool:
+        base = name.split("!", 1)[0]
+        return any(base == g or base.startswith(g.rstrip("/") + "/") for g in generated)
+
+    record = read_inputs(config)
+    for item in inputs:
+        record[item.table] = {"raw": str(Path(raw_dir).resolve()),
+                              "synthetic": any(synthetic(f.name) for f in item.files)}
+    path = Path(config.lake_root) / INPUTS_RECORD
+    temp = path.with_name(f".{INPUTS_RECORD}.tmp")
+    temp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temp.replace(path)
 
 
 def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> list[TableInput]:
@@ -152,6 +176,7 @@ def run_ingest(
                 add_changes(changed, changes_of(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)
+            record_inputs(config, raw_dir, inputs)
         finally:
             run.cleanup()
     register_all(engine.spark, config)

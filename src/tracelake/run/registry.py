@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 SOURCES = "tracelake.sources"
 CROSS_TRACE = "tracelake.crosstrace"
 GENERATOR = "synth"  # a source's generator module: tracelake.sources.<name>.synth
+GENERATED = ".tracelake-generated.json"  # in a generator's out folder: the files it wrote (synthetic)
 
 
 def source_names() -> list[str]:
@@ -77,7 +78,35 @@ def generate(
     out_dir.mkdir(parents=True, exist_ok=True)
     if reference and "reference" in inspect.signature(synth.generate).parameters:
         options["reference"] = reference
-    return synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
+    written = synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
+    _mark_generated(out_dir, written)
+    return written
+
+
+def _mark_generated(out_dir: Path, written: list[Path]) -> None:
+    """Name the files a generator wrote in its folder (GENERATED), so an ingest of the folder
+    knows which inputs are synthetic (generated_names) and the report can say so."""
+    import json
+
+    marker = out_dir / GENERATED
+    names = set(generated_names(out_dir))
+    for path in written:
+        try:
+            names.add(str(Path(path).resolve().relative_to(out_dir.resolve())))
+        except ValueError:
+            continue
+    marker.write_text(json.dumps(sorted(names), indent=0) + "\n", encoding="utf-8")
+
+
+def generated_names(raw_dir: Path) -> list[str]:
+    """The files of `raw_dir` a generator wrote (relative paths; [] when none or unreadable)."""
+    import json
+
+    try:
+        names = json.loads((Path(raw_dir) / GENERATED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def all_derived() -> list[Derived]:
