@@ -9,7 +9,8 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
+from dataclasses import replace
 from pathlib import Path
 
 from tracelake.api.contract import Derived, Partitions, TableInput
@@ -22,7 +23,7 @@ from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
-from tracelake.run.context import Run, Step, TableStats
+from tracelake.run.context import Run, Step, TableStats, flush_results
 from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, generated_names, get_source
 
@@ -146,7 +147,7 @@ def run_ingest(
     a re-run of the same range redoes only what changed."""
     declared = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
-    run = Run.new(config)
+    run = replace(Run.new(config), pending=[])  # the rule results go to ops.quality_results in one commit
     step = step or (lambda label: nullcontext({}))
     stats: list[TableStats] = []
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
@@ -177,6 +178,11 @@ def run_ingest(
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)
             record_inputs(config, raw_dir, inputs)
+            flush_results(engine.spark, config, run)
+        except TracelakeError:
+            with suppress(Exception):  # a failed run's results too (a critical rule's); its error comes first
+                flush_results(engine.spark, config, run)
+            raise
         finally:
             run.cleanup()
     register_all(engine.spark, config)
