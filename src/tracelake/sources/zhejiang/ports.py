@@ -41,7 +41,7 @@ from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
-from tracelake.sources.zhejiang.layout import (  # the naming rules, here for the parsers and tests
+from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: the generator uses them too)
     PORT_FILE,
     SWITCH_DIR,
     TRAFFIC,
