@@ -17,6 +17,7 @@ import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -210,6 +211,30 @@ def _start_local(config: Config) -> Engine:
         spark = private_engine.session(server)
     _apply_runtime_conf(spark, config.spark_conf)
     return Engine("local", spark, _server=server)
+
+
+def serve_private(config: Config) -> private_engine.PrivateServer:
+    """`tracelake serve`: the local profile's private engine, started to outlive this command's
+    session (later commands attach to its socket with `attach_served`). Only the private form:
+    a served engine on a 127.0.0.1 port any local user could reach is not offered."""
+    if config.profile != "local" or config.local_engine != "private":
+        raise TracelakeError(f"serve runs the local profile's private engine only (profile '{config.profile}', "
+                             f"local_engine '{config.local_engine}')")
+    try:
+        return private_engine.start()
+    except private_engine.Unavailable as exc:
+        raise TracelakeError(f"cannot keep the local engine private ({exc})") from None
+
+
+def attach_served(config: Config, socket_path: str) -> Engine:
+    """A session of its own on the engine `tracelake serve` runs (its socket, in a folder only we
+    may enter), set up as start_engine sets one up; stopping it ends the session, not the engine."""
+    spark = private_engine.session(private_engine.PrivateServer(None, Path(socket_path)))
+    _apply_runtime_conf(spark, config.spark_conf)
+    engine = Engine("local", spark)
+    atexit.register(engine.stop)
+    _use_utc(spark)
+    return engine
 
 
 def _start_connect(config: Config) -> Engine:

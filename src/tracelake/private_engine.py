@@ -10,7 +10,8 @@ only from a process of our own user (SO_PEERCRED). The client speaks gRPC to the
 The child ends when its parent does: it reads its stdin, a pipe only the parent holds, and exits
 at its end (a parent killed with -9 included). It ignores Ctrl-C: the parent handles it.
 
-`python -m tracelake.private_engine SOCKET` is the child; `start()` starts one, `session()` connects.
+`python -m tracelake.private_engine SOCKET` is the child; `start()` starts one, `session()` connects
+(also to the socket of a child that `tracelake serve` started: `reachable()` says whether one answers).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -204,8 +206,28 @@ def start() -> PrivateServer:
     return server
 
 
-def session(server: PrivateServer):
-    """A Spark Connect session over the child's socket."""
+def reachable(socket_path: Path) -> bool:
+    """Whether a private engine answers on this socket: it is a socket, in a folder of our own
+    that no one else may enter, and a connection is accepted (the child relays it and closes
+    it when we do)."""
+    try:
+        folder = os.lstat(socket_path.parent)
+        if folder.st_uid != os.geteuid() or folder.st_mode & 0o077 or not stat.S_ISDIR(folder.st_mode):
+            return False
+        if not stat.S_ISSOCK(os.lstat(socket_path).st_mode):
+            return False
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2.0)
+            probe.connect(str(socket_path))
+        return True
+    except OSError:
+        return False
+
+
+def session(server: PrivateServer | Path):
+    """A Spark Connect session over the child's socket (of a server this process started, or
+    the socket path of one `tracelake serve` runs)."""
+    path = server.socket_path if isinstance(server, PrivateServer) else Path(server)
     from pyspark.sql.connect.client import DefaultChannelBuilder
     from pyspark.sql.connect.session import SparkSession
 
@@ -222,7 +244,7 @@ def session(server: PrivateServer):
 
     # what SparkSession.builder.remote() sets: pyspark.sql.functions then builds Connect columns
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    return SparkSession.builder.channelBuilder(UnixSocketChannel(server.socket_path)).create()
+    return SparkSession.builder.channelBuilder(UnixSocketChannel(path)).create()
 
 
 if __name__ == "__main__":

@@ -11,24 +11,37 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from pyspark.sql import types as T
 
 from tracelake.errors import TracelakeError
 from tracelake.resources import resource_dir
 
-SPARK_TYPES: dict[str, T.DataType] = {
-    "string": T.StringType(),
-    "int": T.IntegerType(),
-    "bigint": T.LongType(),
-    "double": T.DoubleType(),
-    "boolean": T.BooleanType(),
-    "timestamp": T.TimestampType(),
-    "date": T.DateType(),
-    "array<string>": T.ArrayType(T.StringType()),
-}
+if TYPE_CHECKING:
+    from pyspark.sql import types as T
+
+# the column types a schema may give; their Spark types are made on first use (spark_types), so
+# reading a schema (`describe`, the command line) imports no pyspark
+TYPE_NAMES = ("string", "int", "bigint", "double", "boolean", "timestamp", "date", "array<string>")
+
+
+@cache
+def spark_types() -> dict[str, T.DataType]:
+    from pyspark.sql import types as T
+
+    return {
+        "string": T.StringType(),
+        "int": T.IntegerType(),
+        "bigint": T.LongType(),
+        "double": T.DoubleType(),
+        "boolean": T.BooleanType(),
+        "timestamp": T.TimestampType(),
+        "date": T.DateType(),
+        "array<string>": T.ArrayType(T.StringType()),
+    }
+
+
 LAYERS = ("bronze", "silver", "gold", "quarantine", "ops")
 COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values", "non_finite"}
 TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
@@ -50,7 +63,7 @@ class Column:
 
     @property
     def spark_type(self) -> T.DataType:
-        return SPARK_TYPES[self.type]
+        return spark_types()[self.type]
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,8 @@ class TableSchema:
         raise KeyError(name)
 
     def spark_schema(self) -> T.StructType:
+        from pyspark.sql import types as T
+
         return T.StructType(
             [T.StructField(c.name, c.spark_type, c.nullable) for c in self.columns]
         )
@@ -101,7 +116,7 @@ def _column(raw: dict[str, Any], where: str) -> Column:
     for required in ("name", "type", "description"):
         if required not in raw:
             raise TracelakeError(f"{where}: column needs '{required}'")
-    if raw["type"] not in SPARK_TYPES:
+    if raw["type"] not in TYPE_NAMES:
         raise TracelakeError(f"{where}: column {raw['name']}: unknown type {raw['type']!r}")
     return Column(
         name=raw["name"],

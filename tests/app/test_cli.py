@@ -140,3 +140,52 @@ def test_spark_profile_names_the_missing_delta_jars(tmp_path):
     assert result.returncode == 2
     assert "the Delta Lake jars are not on the classpath" in result.stderr
     assert "--packages io.delta:delta-spark_2.13:4.4.1" in result.stderr
+
+
+HEAVY = ("pyspark", "great_expectations", "matplotlib")
+
+
+def _loaded_after(*args: str, tmp_path=None) -> tuple[int, list[str]]:
+    """The heavy libraries in sys.modules once `tracelake ARGS` has run in a fresh interpreter."""
+    import subprocess
+
+    probe = ("import sys\nfrom tracelake.app.cli import main\n"
+             "try:\n    code = main(sys.argv[1:])\nexcept SystemExit as exc:\n    code = exc.code\n"
+             f"print('LOADED', code, *[m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    last = done.stderr.strip().splitlines()[-1].split()
+    assert last[0] == "LOADED", done.stderr
+    return int(last[1]), last[2:]
+
+
+@pytest.mark.parametrize("args", [
+    ("--help",), ("ingest", "--help"), ("query", "--help"), ("generate", "--help"), ("maintain", "--help"),
+    ("describe", "bronze.itp_jobs"), ("describe", "quarantine.zj_flow"),
+    ("bogus",), ("ingest",), ("maintain", "--retain-hours", "x"), ("query",),
+])
+def test_help_describe_and_argument_errors_load_no_engine_gx_or_plotting(args):
+    code, loaded = _loaded_after(*args)
+    assert code in (0, 2)
+    assert loaded == []
+
+
+@pytest.mark.parametrize("source", ["itp", "zeus", "acme"])
+def test_generate_loads_no_engine_gx_or_plotting(source, tmp_path):
+    assert _loaded_after("generate", source, "--out", str(tmp_path / "raw"), "--scale", "0.01", tmp_path=tmp_path) == (0, [])
+
+
+def test_generator_names_come_from_the_folders_and_match_the_synth_modules():
+    from tracelake.run.registry import generator_names, source_names
+
+    assert generator_names() == source_names() == ["acme", "itp", "zeus", "zhejiang"]
+
+
+def test_an_ingest_without_raw_names_the_default_folder_it_reads(engine, tmp_path):
+    from helpers import tracelake_in_process
+
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1"])})
+    done = tracelake_in_process(engine, "ingest", "itp", "--lake", str(tmp_path / "lake"), "--conf", f"raw_roots.itp={raw}")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == f"tracelake: no --raw given: reading itp from {raw} (conf raw_roots.itp)"

@@ -122,3 +122,31 @@ def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_pat
     got = spark.sql("SELECT cluster, count(*) AS n FROM bronze.itp_jobs GROUP BY cluster")
     assertDataFrameEqual(got, spark.createDataFrame([("cluster01", 5), ("cluster02", 1)], "cluster string, n long"))
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0
+
+
+def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(engine, config, tmp_path):
+    """All of a run's rule results in one commit (it was one per table: ~40 files a run), a
+    critical failure's run included; `maintain --optimize` folds the runs' files into one."""
+    from helpers import tracelake_in_process
+
+    from tracelake.delta.maintenance import active_files
+
+    raw = tmp_path / "raw"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1", f"{job_id(2)},2,600,2"])})
+    ops = config.table_path("ops", "quality_results")
+    stats = run_ingest(engine, config, "itp", str(raw))
+    assert len(stats) == 6  # bronze.itp_jobs, silver.jobs and four gold tables, each with its rules
+    assert [(c.version, c.operation) for c in history(engine, ops)] == [(1, "WRITE"), (0, "CREATE TABLE")]
+    tables = {r.table_name for r in engine.spark.read.format("delta").load(ops).select("table_name").distinct().collect()}
+    assert tables == {s.table for s in stats}
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv(["x,1"])})
+    with pytest.raises(QualityGateFailed):  # no row parses: the row-count rule is critical
+        run_ingest(engine, config, "itp", str(raw))
+    assert [c.version for c in history(engine, ops)] == [2, 1, 0]  # the failed run's results: one commit
+    runs = engine.spark.read.format("delta").load(ops).select("run_id").distinct().count()
+    assert runs == 2
+    assert active_files(engine, ops) == 2
+    done = tracelake_in_process(engine, "maintain", "ops.quality_results", "--optimize", "--lake", config.lake_root)
+    assert done.returncode == 0, done.stderr
+    table, _, operation, files_before, files_after = done.stdout.splitlines()[1].split(",")
+    assert (table, operation, files_before, files_after) == ("ops.quality_results", "OPTIMIZE", "2", "1")

@@ -24,10 +24,13 @@ class Source:
       hour folder, `hour_cst`): a backfill then needs one batch's memory. Derived tables
       partitioned by it are rebuilt after each batch.
     - `plan_batches`: the plan of only the named batches (`--hours H` or `FROM..TO`).
-    - `generator`, `report`: modules imported only when used: `generate(out, scale, seed,
-      **options)` writes raw files in the release's format, and `render(engine, config, out)`
-      returns its report section.
-    - `generator_reference`: the generator copies real parts of the release folder it is given.
+    - `report`: a module imported only when used: `render(engine, config, out)` returns its
+      report section.
+
+    A source's generator is its `synth` module (`generate(out, scale, seed, **options)` writes
+    raw files in the release's format; one that takes `reference` is given the release folder
+    to copy real parts of). The registry finds it by its name, without this declaration: a
+    source package builds `SOURCE` on first use, so `generate` loads no engine library.
     """
 
     name: str
@@ -35,6 +38,4 @@ class Source:
     derived: tuple[Derived, ...] = ()
     batch_by: str | None = None
     plan_batches: BatchPlan | None = None
-    generator: str | None = None
     report: str | None = None
-    generator_reference: bool = False

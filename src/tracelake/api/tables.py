@@ -9,6 +9,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.config import Config
 from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.delta.fingerprint import changed_groups
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
@@ -39,3 +40,24 @@ def staged_parse(spark: SparkSession, scratch: Path, table: str) -> DataFrame | 
     if REPEAT_COPY in rows.columns:  # an exact re-delivery is counted, not kept
         kept = kept & ~F.coalesce(F.col(REPEAT_COPY), F.lit(False))
     return rows.filter(kept)
+
+
+INPUTS_RECORD = "_inputs.json"  # in the lake: each bronze table's last raw folder, and whether it was generated
+
+
+def read_inputs(config: Config) -> dict[str, dict]:
+    """The lake's record of its bronze tables' inputs, written by each ingest
+    (run.pipeline.record_inputs): {table: {"raw": folder, "synthetic": bool}}; {} when none."""
+    import json
+
+    try:
+        record = json.loads((Path(config.lake_root) / INPUTS_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def synthetic_tables(config: Config) -> set[str]:
+    """The bronze tables whose last ingest read files `tracelake generate` wrote: what a report
+    must label as synthetic."""
+    return {table for table, seen in read_inputs(config).items() if isinstance(seen, dict) and seen.get("synthetic")}

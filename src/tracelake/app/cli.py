@@ -1,4 +1,4 @@
-"""`tracelake` command line: ingest, query, tables, describe, generate, report, demo.
+"""`tracelake` command line: ingest, query, sql, tables, describe, generate, report, serve, demo.
 
 Errors print as one line (`tracelake: error: …`) with a non-zero exit; TRACELAKE_DEBUG=1 shows
 the traceback.
@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import json
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import date, datetime
 from typing import Any
 
 from tracelake.app import signals
@@ -62,13 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
-    p.add_argument("--raw", help="folder with the source's raw files")
+    p.add_argument("--raw", help="folder with the source's raw files (default: conf raw_roots.SOURCE, named on stderr)")
     p.add_argument("--hours", metavar="H|FROM..TO",
                    help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. 2024052400..2024052423")
     _common(p)
 
-    p = sub.add_parser("query", help="run SQL over the lake; prints CSV with a header")
+    p = sub.add_parser("query", help="run one read-only SQL statement over the lake; prints CSV with a header")
     p.add_argument("sql")
+    p.add_argument("--format", choices=("csv", "json", "table"), default="csv",
+                   help="csv (default: a header, then a line per row), json (an array of objects) or table (aligned)")
+    _common(p)
+
+    p = sub.add_parser("sql", help="interactive read-only SQL prompt over the lake (.tables, .schema T, .quit)")
+    p.add_argument("--format", choices=("csv", "json", "table"), default="table", help="how results print (default: table)")
+    p.add_argument("--history", default="~/.tracelake_history",
+                   help="readline history file of the prompt (default ~/.tracelake_history; '' for none)")
     _common(p)
 
     p = sub.add_parser("tables", help="list lake tables: rows, Delta version, last operation")
@@ -101,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     _common(p)
 
+    p = sub.add_parser("serve", help="keep an engine running for a lake: later commands on it start in a fraction")
+    _common(p)
+
     p = sub.add_parser("demo", help="ingest everything available (real files or generated) and summarise")
     _common(p)
     return parser
@@ -123,14 +131,29 @@ def _require_lake(config) -> None:
         raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
 
 
+def _start(config) -> Any:
+    """The engine `tracelake serve` runs for this lake when there is one (a session of our own
+    on it), else one of the command's own."""
+    from tracelake.app.serve import served_socket
+    from tracelake.engine import attach_served, start_engine
+
+    socket_path = served_socket(config, _tell)
+    if socket_path:
+        try:
+            return attach_served(config, socket_path)
+        except TracelakeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - it went away since: our own engine instead
+            _tell(f"the served engine did not answer ({type(exc).__name__}); starting one")
+    return start_engine(config)
+
+
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
     """The engine and config; with `need_lake`, only over an existing lake (checked once the
     engine is up, so an engine that cannot start says so first)."""
-    from tracelake.engine import start_engine
-
     config = _config(args)
-    engine = start_engine(config)
+    engine = _start(config)
     try:
         if need_lake:
             _require_lake(config)
@@ -143,7 +166,17 @@ def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
         engine.stop()
 
 
+def _live() -> bool:
+    """A spinner per step only when both streams are a terminal; plain lines otherwise (Airflow
+    and CI logs, a redirect)."""
+    return sys.stderr.isatty() and sys.stdout.isatty()
+
+
 def _progress():
+    """The steps' display: rich's live lines on a terminal, else nothing live (plain lines are
+    printed as each step ends, by _step_fn)."""
+    if not _live():
+        return contextlib.nullcontext(None)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     return Progress(
@@ -158,108 +191,130 @@ def _stderr_console():
     return Console(stderr=True)
 
 
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def step_summary(note: dict, took: float) -> str:
+    """What a step did, for its progress line: rows and rows/s, raw files done of the run's, and
+    the time left of a --hours range."""
+    parts = []
+    if "files" in note:
+        parts.append(f"files {note['files'][0]}/{note['files'][1]}")
+    if "rows" in note:
+        rate = f" ({note['rows'] / took:,.0f} rows/s)" if "files" in note and took >= 0.05 and note["rows"] else ""
+        parts.append(f"{note['rows']:,} rows{rate}")
+    parts.append(f"{took:.1f} s")
+    if "eta_s" in note:
+        parts.append(f"ETA {_duration(note['eta_s'])}" if note["eta_s"] else "last")
+    return ", ".join(parts)
+
+
 def _step_fn(progress):
+    """The run's step callback: each step yields a dict the run fills with its figures; the
+    step's line gets them when it ends (a live line on a terminal, else one plain line)."""
+    import time
+
     @contextlib.contextmanager
     def step(label: str):
-        task = progress.add_task(label, total=1)
-        yield
-        progress.update(task, completed=1, description=f"[green]✓[/] {label}")
+        note: dict = {}
+        started = time.monotonic()
+        task = progress.add_task(label, total=1) if progress is not None else None
+        yield note
+        summary = step_summary(note, time.monotonic() - started)
+        if task is not None:
+            progress.update(task, completed=1, description=f"[green]✓[/] {label}: {summary}")
+        else:
+            print(f"tracelake: ✓ {label}: {summary}", file=sys.stderr, flush=True)
 
     return step
 
 
 def _print_stats(stats) -> None:
+    """The run's tables: rows read, kept and set aside, readable in 80 columns (names are never
+    cut: a name too long folds), and each table's warnings below the table, wrapped."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="ingest summary")
-    for col in ("table", "rows read", "kept", "quarantined", "warnings"):
-        table.add_column(col)
+    console = Console(width=None if sys.stdout.isatty() else 100)
+    table = Table(title="ingest summary", box=box.SIMPLE_HEAD)
+    table.add_column("table", overflow="fold")
+    for col in ("read", "kept", "quarantined"):
+        table.add_column(col, justify="right", no_wrap=True)
     for s in stats:
-        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}",
-                      "\n".join(s.warnings))
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}")
+    console.print(table)
+    warned = [(s.table, w) for s in stats for w in s.warnings]
+    if warned:
+        console.print("warnings:")
+        for name, warning in warned:
+            console.print(f"  {name}: {warning}", overflow="fold", highlight=False, markup=False)
+
+
+def _default_raw(args: argparse.Namespace) -> str:
+    """The folder an ingest without --raw reads: conf's raw_roots.<source>, said in one line on
+    stderr; none configured, or not a folder, is refused (exit 2) before any engine starts."""
+    from tracelake.run.registry import get_source, source_names
+
+    if args.source not in source_names():
+        get_source(args.source)  # says which sources there are
+    configured = _config(args).raw_roots.get(args.source)
+    if not configured:
+        raise TracelakeError(f"no --raw given and no default raw folder for '{args.source}' "
+                             f"(conf raw_roots.{args.source}): pass --raw DIR")
+    path = os.path.abspath(os.path.expanduser(configured))
+    if not os.path.isdir(path):
+        raise TracelakeError(f"no --raw given, and the default raw folder for '{args.source}' (conf raw_roots."
+                             f"{args.source} = {configured}) is not a folder here: {path}; pass --raw DIR")
+    _tell(f"no --raw given: reading {args.source} from {path} (conf raw_roots.{args.source})")
+    return path
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tracelake.run.pipeline import run_ingest
 
+    raw = args.raw if args.raw is not None else _default_raw(args)
     with _engine(args) as (engine, config), _progress() as progress:
-        stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress), hours=args.hours)
+        stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours)
     _print_stats(stats)
     return 0
 
 
-def _csv_value(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, default=str)
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
-
-
 def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    writer = csv.writer(out or sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_value(v) for v in row])
+    from tracelake.app.statements import write_csv as write
 
-
-def _schema_answer(args: argparse.Namespace, sql: str):
-    """(header, rows) of DESCRIBE TABLE / SHOW COLUMNS / SHOW CREATE TABLE of a lake table, from
-    its schema file; None for any other statement or table (the engine answers, or says what is
-    wrong)."""
-    from tracelake.app.schema_sql import schema_question
-    from tracelake.delta.catalog import list_lake_tables
-    from tracelake.schema import table_schema
-
-    question = schema_question(sql)
-    if question is None:
-        return None
-    config = _config(args)
-    for layer, table in list_lake_tables(config):
-        if config.table_name(layer, table) == question.table:
-            return question.answer(table_schema(f"{layer}.{table}"), config.table_path(layer, table))
-    return None
+    write(columns, rows, out)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from tracelake.app.readonly import check_read_only
+    from tracelake.app.readonly import NotAStatement, check_read_only
+    from tracelake.app.statements import parser_message, run_sql, schema_answer, write_result
     from tracelake.delta.catalog import register_all
 
-    check_read_only(args.sql)  # before any engine starts
-    if answer := _schema_answer(args, args.sql):
-        write_csv(*answer)
+    try:
+        check_read_only(args.sql)  # before any engine starts
+    except NotAStatement as exc:  # a typo of SELECT and the like: the engine's parser says what is wrong
+        with _engine(args) as (engine, _config_):
+            raise parser_message(engine.spark, exc.word) from None
+    if answer := schema_answer(_config(args), args.sql):
+        write_result(answer, args.format)
         return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = _run_query(engine.spark, args.sql)
-    write_csv(result.column_names, [tuple(r.values()) for r in result.to_pylist()])
+        result = run_sql(engine.spark, args.sql)
+    write_result(result, args.format)
     return 0
 
 
-def _statement_errors() -> tuple[type[Exception], ...]:
-    """What the engine raises for a mistake in the statement (an unknown table, bad syntax, a
-    division by zero, a failed cast, a version whose files a vacuum removed): the user's to fix,
-    so exit 2, not an internal error."""
-    from pyspark import errors as E
+def cmd_sql(args: argparse.Namespace) -> int:
+    from tracelake.app.shell import run_shell
 
-    return (E.AnalysisException, E.IllegalArgumentException, E.ArithmeticException, E.DateTimeException,
-            E.ArrayIndexOutOfBoundsException, E.UnsupportedOperationException, E.SparkRuntimeException,
-            E.SparkNoSuchElementException, E.SparkUpgradeException, E.QueryExecutionException)
-
-
-def _run_query(spark, sql: str):
-    """The statement's result as Arrow; its mistakes become one line keeping the engine's words."""
-    try:
-        return spark.sql(sql).toArrow()
-    except _statement_errors() as exc:
-        text = str(exc).strip() or type(exc).__name__
-        raise TracelakeError(f"query failed: {text.splitlines()[0]}") from exc
+    return run_shell(lambda: _engine(args), _config(args), args.format, args.history)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
@@ -352,9 +407,16 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tracelake.app.serve import serve
+
+    return serve(_config(args), _tell)
+
+
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
     "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
+    "serve": cmd_serve, "sql": cmd_sql,
 }
 
 

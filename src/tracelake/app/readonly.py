@@ -26,6 +26,17 @@ from tracelake.errors import TracelakeError, printable
 READ_FIRST = {"SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "VALUES", "TABLE", "FROM"}
 WRITES = {"INSERT", "DELETE", "UPDATE", "MERGE", "DROP", "CREATE", "ALTER", "TRUNCATE", "OVERWRITE",
           "REPAIR", "MSCK", "VACUUM", "OPTIMIZE", "RESTORE", "LOAD", "REFRESH", "CACHE", "UNCACHE"}
+# words that begin a statement in Spark or Sail besides READ_FIRST and WRITES: a statement led by
+# one of these is refused as not a read, never handed to the engine
+OTHER_STATEMENTS = {
+    "SET", "RESET", "USE", "ADD", "LIST", "GRANT", "REVOKE", "COMMENT", "CALL", "EXECUTE", "DECLARE",
+    "CLEAR", "ANALYZE", "COPY", "REPLACE", "CONVERT", "GENERATE", "UNSET", "CLONE", "UNDROP", "RENAME",
+    "KILL", "START", "COMMIT", "ROLLBACK", "BEGIN", "END", "FSCK", "SYNC", "PUT", "GET", "REMOVE",
+    "LOCK", "UNLOCK", "PREPARE", "DEALLOCATE", "DISCARD", "ATTACH", "DETACH", "INSTALL", "LOAD",
+    "PRAGMA", "CHECKPOINT", "UPSERT", "REINDEX", "IF", "WHILE", "FOR", "LOOP", "REPEAT", "CASE",
+    "LEAVE", "ITERATE", "SIGNAL", "RESIGNAL", "DROP", "MAP", "REDUCE",
+}
+TYPO_DISTANCE = 2  # edits between a first word and a read keyword that make it a typo of one
 # data sources Spark or Sail read a path with, as `format.`path``: the qualifier alone is refused
 FILE_FORMATS = {"text", "csv", "json", "parquet", "orc", "avro", "delta", "binaryfile", "iceberg", "hudi",
                 "xml", "arrow", "jdbc", "lance", "python", "console", "noop", "rate", "socket", "kafka",
@@ -184,6 +195,33 @@ def _file_read(sql: str, lx: Lexer) -> str | None:
     return None
 
 
+class NotAStatement(TracelakeError):
+    """The statement's first word is a misspelt read keyword (`SELEC`), no statement's word: the
+    engine's parser is the one to say what is wrong (`word` is safe to hand it: a parser
+    rejects it at its first token)."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__(f"query failed: {word} begins no statement")
+        self.word = word
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours from `a` to `b`."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[-1][-1]
+
+
+def _misspelt_read(word: str) -> bool:
+    """A word that begins no statement we know of but is a few edits from a read keyword."""
+    return (word.isalpha() and word not in READ_FIRST | WRITES | OTHER_STATEMENTS
+            and any(_edits(word, read) <= TYPO_DISTANCE for read in READ_FIRST if len(read) > TYPO_DISTANCE))
+
+
 def check_read_only(sql: str) -> None:
     """Raise a one-line TracelakeError (exit 2) unless `sql` is one statement that only reads,
     however an engine reads its quotes and comments."""
@@ -192,8 +230,10 @@ def check_read_only(sql: str) -> None:
         raise TracelakeError("query: empty statement")
     if any(several for _, several in readings):
         raise TracelakeError("query runs one statement at a time; send each separately")
-    for words, _ in readings:
-        verb = _refused_verb(words)
+    verbs = [_refused_verb(words) for words, _ in readings]
+    if all(verb and verb == words[0] and _misspelt_read(verb) for verb, (words, _) in zip(verbs, readings)):
+        raise NotAStatement(verbs[0])
+    for verb in verbs:
         if verb:
             raise TracelakeError(
                 f"query is read-only: {verb} statements are refused "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracelake.api.section import Section
-from tracelake.api.tables import read_tables
+from tracelake.api.tables import read_tables, synthetic_tables
 
 TABLES = ("gold.jobs_characterization", "gold.jobs_duration_comparison",
           "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf")
@@ -26,6 +26,16 @@ STATE_COLOURS = {"COMPLETED": "#4c9a2a", "FAILED": "#c0392b", "CANCELLED": "#e6a
 
 def _label(trace: str, cluster: str) -> str:
     return cluster if trace == "acme" else f"{trace} {cluster}"
+
+
+SMALL_SAMPLE = 30  # a CDF of fewer jobs is drawn dotted, its legend saying so
+TRACE_TABLES = {"acme": "bronze.acme_jobs", "itp": "bronze.itp_jobs", "elasticflow": "bronze.elasticflow_jobs"}
+
+
+def synthetic_note(clusters: list[tuple[str, str]], synthetic: frozenset[str]) -> str:
+    """For a figure's title: which of the clusters shown come from generated files."""
+    made = [_label(t, c) for t, c in clusters if t in synthetic]
+    return f" (synthetic data: {', '.join(made)})" if made else ""
 
 
 def _ordered(values, order: list[str]) -> list[str]:
@@ -47,7 +57,8 @@ def _plt():
     return plt
 
 
-def duration_cdf_figure(quantiles: pd.DataFrame, clusters: list[tuple[str, str]], path: Path) -> Path:
+def duration_cdf_figure(quantiles: pd.DataFrame, clusters: list[tuple[str, str]], path: Path,
+                        synthetic: frozenset[str] = frozenset()) -> Path:
     plt = _plt()
     fig, axes = plt.subplots(1, len(clusters), figsize=(5.5 * len(clusters), 4), squeeze=False, sharey=True)
     for ax, (trace, cluster) in zip(axes[0], clusters):
@@ -56,9 +67,14 @@ def duration_cdf_figure(quantiles: pd.DataFrame, clusters: list[tuple[str, str]]
             q = mine[mine["job_type"] == job_type].sort_values("q")
             n = int(q["gpu_jobs"].iloc[0])
             style = {"color": "black", "linestyle": "--"} if job_type == "all" else {}
-            ax.step(q["duration_s"].clip(lower=1), q["quantile"], where="post", label=f"{job_type} ({n:,})", **style)
+            label = f"{job_type} (n={n:,})"
+            if n < SMALL_SAMPLE:
+                style = {**style, "linestyle": ":", "alpha": 0.7}
+                label = f"{job_type} (n={n:,} < {SMALL_SAMPLE}: rough)"
+            ax.step(q["duration_s"].clip(lower=1), q["quantile"], where="post", label=label, **style)
         ax.set_xscale("log")
-        ax.set_title(f"{_label(trace, cluster)}: GPU-job run time")
+        made = " (synthetic data)" if trace in synthetic else ""
+        ax.set_title(f"{_label(trace, cluster)}{made}: GPU-job run time")
         ax.set_xlabel("run time (s, log)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
@@ -82,29 +98,32 @@ def _stacked_shares(ax, shares: pd.DataFrame, order: list[str], colours: dict[st
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
-def gpu_time_share_figure(char: pd.DataFrame, clusters: list[tuple[str, str]], path: Path) -> Path:
+def gpu_time_share_figure(char: pd.DataFrame, clusters: list[tuple[str, str]], path: Path,
+                          synthetic: frozenset[str] = frozenset()) -> Path:
     plt = _plt()
     shares = _share_table(char, clusters, "job_type", "gpu_hours")
     counts = _share_table(char, clusters, "job_type", "gpu_jobs")
     fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 1.1 * len(clusters) * 2), squeeze=False)
     _stacked_shares(axes[0][0], counts, TYPE_ORDER)
-    axes[0][0].set_title("Share of GPU jobs by job type")
+    axes[0][0].set_title("Share of GPU jobs by job type" + synthetic_note(clusters, synthetic))
     _stacked_shares(axes[1][0], shares, TYPE_ORDER)
-    axes[1][0].set_title("Share of GPU time by job type")
+    axes[1][0].set_title("Share of GPU time by job type" + synthetic_note(clusters, synthetic))
     return _save(fig, path)
 
 
-def final_state_figure(char: pd.DataFrame, clusters: list[tuple[str, str]], path: Path) -> Path:
+def final_state_figure(char: pd.DataFrame, clusters: list[tuple[str, str]], path: Path,
+                       synthetic: frozenset[str] = frozenset()) -> Path:
     plt = _plt()
     fig, axes = plt.subplots(2, 1, figsize=(9, 1.2 + 1.1 * len(clusters) * 2), squeeze=False)
     _stacked_shares(axes[0][0], _share_table(char, clusters, "final_state", "jobs"), STATE_ORDER, STATE_COLOURS)
-    axes[0][0].set_title("Final state: share of all jobs")
+    axes[0][0].set_title("Final state: share of all jobs" + synthetic_note(clusters, synthetic))
     _stacked_shares(axes[1][0], _share_table(char, clusters, "final_state", "gpu_jobs"), STATE_ORDER, STATE_COLOURS)
-    axes[1][0].set_title("Final state: share of GPU jobs")
+    axes[1][0].set_title("Final state: share of GPU jobs" + synthetic_note(clusters, synthetic))
     return _save(fig, path)
 
 
-def gpu_count_cdf_figure(cdf: pd.DataFrame, clusters: list[tuple[str, str]], path: Path) -> Path:
+def gpu_count_cdf_figure(cdf: pd.DataFrame, clusters: list[tuple[str, str]], path: Path,
+                         synthetic: frozenset[str] = frozenset()) -> Path:
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for trace, cluster in clusters:
@@ -115,7 +134,7 @@ def gpu_count_cdf_figure(cdf: pd.DataFrame, clusters: list[tuple[str, str]], pat
     for ax, what in zip(axes, ("GPU jobs", "GPU time")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("GPUs per job (log2)")
-        ax.set_title(f"GPU-count CDF by {what}")
+        ax.set_title(f"GPU-count CDF by {what}" + synthetic_note(clusters, synthetic), fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     axes[0].set_ylabel("cumulative share")
@@ -190,21 +209,29 @@ def render(engine, config, out_dir: Path) -> Section | None:
     if all(f is None for f in frames):
         return None
     char, comparison, quantiles, cdf = (None if f is None else f.toPandas() for f in frames)
+    made = synthetic_tables(config)
+    synthetic = frozenset(trace for trace, table in TRACE_TABLES.items() if table in made)
     section = Section("Jobs: AcmeTrace characterization and cross-trace comparison")
     clusters = _typed_clusters(char) if char is not None else []
     if clusters and quantiles is not None:
-        section.figures.append(duration_cdf_figure(quantiles, clusters, out_dir / "jobs_duration_cdf_by_type.png"))
+        section.figures.append(duration_cdf_figure(quantiles, clusters, out_dir / "jobs_duration_cdf_by_type.png",
+                                                   synthetic))
     if clusters:
-        section.figures.append(gpu_time_share_figure(char, clusters, out_dir / "jobs_gpu_time_share_by_type.png"))
-        section.figures.append(final_state_figure(char, clusters, out_dir / "jobs_final_state_shares.png"))
+        section.figures.append(gpu_time_share_figure(char, clusters, out_dir / "jobs_gpu_time_share_by_type.png",
+                                                     synthetic))
+        section.figures.append(final_state_figure(char, clusters, out_dir / "jobs_final_state_shares.png", synthetic))
         section.tables_html.append(_html_table(type_summary(char, clusters), "Jobs per cluster and job type"))
     if cdf is not None and len(cdf):
         shown = clusters or sorted({(t, c) for t, c in zip(cdf["trace"], cdf["cluster"])})[:6]
-        section.figures.append(gpu_count_cdf_figure(cdf, shown, out_dir / "jobs_gpu_count_cdf.png"))
+        section.figures.append(gpu_count_cdf_figure(cdf, shown, out_dir / "jobs_gpu_count_cdf.png", synthetic))
     if comparison is not None:
         section.tables_html.append(_html_table(comparison_table(comparison), "GPU-job run time across traces"))
     section.notes.append(
         "Run time is end − start for every trace (AcmeTrace's released Kalos duration is end − submit). "
-        "GPU jobs have gpu_num > 0; percentiles are exact. itp and elasticflow hold the same ITP jobs."
+        "GPU jobs have gpu_num > 0; percentiles are exact. itp and elasticflow hold the same ITP jobs. "
+        f"A run-time CDF of fewer than {SMALL_SAMPLE} jobs is drawn dotted, its legend saying n < {SMALL_SAMPLE}: rough."
     )
+    if synthetic:
+        section.notes.append("Synthetic data (generated by `tracelake generate`, not the release's): "
+                             + ", ".join(sorted(synthetic)) + "; figure titles say which clusters.")
     return section

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tracelake.engine import Engine
 from tracelake.errors import TracelakeError, first_line
+
+if TYPE_CHECKING:  # `--retain-hours` is checked (check_retention) before any engine library loads
+    from tracelake.engine import Engine
 
 MAX_RETENTION_HOURS = 100 * 8766  # 100 years; far larger spans overflow deltalake's time arithmetic (a panic)
 

@@ -5,7 +5,9 @@ Each expectation's `meta.severity` says what a failure does:
   quarantine – the failing rows are set aside: found by the rule evaluated as a Spark column
                (tracelake.quality.rowrules), or for a rule type it does not cover through GX's
                unexpected_index_list;
-  warning    – recorded in ops.quality_results only.
+  warning    – recorded in ops.quality_results, and a line in the run's summary;
+  info       – a count, recorded in ops.quality_results only (e.g. the blank lines of a log:
+               not a problem, but how many there are is worth keeping).
 The suites are the only place rules live. The types tracelake.quality.rowrules covers (all the project's
 suites use) are evaluated here, with GX's SUMMARY figures (tests/quality/test_rowrules.py compares
 them with GX's own validation); GX validates any other type, and is imported only then.
@@ -29,7 +31,7 @@ from tracelake.errors import TracelakeError
 from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
 
-SEVERITIES = ("critical", "quarantine", "warning")
+SEVERITIES = ("critical", "quarantine", "warning", "info")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 

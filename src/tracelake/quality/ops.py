@@ -17,12 +17,19 @@ def quality_rows(
     spark: SparkSession, run_id: str, started: datetime, table: str, results: list[RuleResult]
 ) -> DataFrame:
     """One row per rule result, as ops.quality_results stores them."""
+    return run_quality_rows(spark, run_id, started, [(table, results)])
+
+
+def run_quality_rows(
+    spark: SparkSession, run_id: str, started: datetime, per_table: list[tuple[str, list[RuleResult]]]
+) -> DataFrame:
+    """The rows of every table's results of a run, in one frame (one commit)."""
     schema = load_schema("ops.quality_results")
     rows = [
         (run_id, started, table, r.expectation_id, r.expectation, r.kwargs_json,
          r.severity, r.success, r.element_count, r.unexpected_count, r.unexpected_percent,
          r.observed_value)
-        for r in results
+        for table, results in per_table for r in results
     ]
     return spark.createDataFrame(rows, schema.spark_schema())
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from tracelake.config import Config
 from tracelake.delta.commit import Append, commit
 from tracelake.errors import TracelakeError
 from tracelake.quality.gate import GateOutcome
-from tracelake.quality.ops import quality_rows
+from tracelake.quality.ops import quality_rows, run_quality_rows
 from tracelake.schema import load_schema
 
 
@@ -27,6 +27,9 @@ class Run:
     run_id: str
     started: datetime
     staging: Path
+    # rule results held for one commit at the run's end (flush_results), when the run collects
+    # them (run_ingest); None: each table's results are committed at once
+    pending: list | None = field(default=None, compare=False)
 
     @classmethod
     def new(cls, config: Config) -> Run:
@@ -59,9 +62,26 @@ class TableStats:
 
 
 def record_results(spark: SparkSession, config: Config, run: Run, table: str, gate: GateOutcome) -> None:
-    """The gate's results of `table` appended to ops.quality_results (failed runs' too)."""
+    """The gate's results of `table` for ops.quality_results (failed runs' too): held for the
+    run's one commit when it collects them, else appended at once."""
+    if run.pending is not None:
+        run.pending.append((table, list(gate.results)))
+        return
     ops = load_schema("ops.quality_results")
     commit(spark, config, ops, quality_rows(spark, run.run_id, run.started, table, gate.results), Append())
 
 
-Step = Callable[[str], object]  # progress callback: called with a label, returns a context
+def flush_results(spark: SparkSession, config: Config, run: Run) -> None:
+    """Every result the run held, appended to ops.quality_results in one commit: a run adds one
+    version and one file there, not one per table (an hourly schedule made thousands a day)."""
+    if not run.pending:
+        return
+    ops = load_schema("ops.quality_results")
+    commit(spark, config, ops, run_quality_rows(spark, run.run_id, run.started, run.pending), Append())
+    run.pending.clear()
+
+
+# progress callback: called with a label, returns a context; what it yields, when a dict, is
+# filled in by the run before the step ends (`rows`: rows read; `files`: (done, total) raw files
+# of the run; `eta_s`: seconds the rest of a --hours range should take), for the progress line
+Step = Callable[[str], object]

@@ -51,7 +51,7 @@ def rebuild_derived(
         inputs = {t: changed[t] for t in item.inputs if t in changed}
         if not inputs:
             continue
-        with step(f"{item.table}: rebuilding"):
+        with step(f"{item.table}: rebuilding") as note:
             if item.rebuild is not None and all(p is not None for p in inputs.values()):
                 result = item.rebuild(engine.spark, config, inputs, run.staging)
                 if result is None:
@@ -62,6 +62,8 @@ def rebuild_derived(
                 if frame is None:
                     continue
             stat = publish_derived(engine.spark, config, run, item.table, frame, partitions)
+            if isinstance(note, dict):
+                note["rows"] = stat.rows_read
             stats.append(stat)
             changed[item.table] = stat.partitions
     return stats

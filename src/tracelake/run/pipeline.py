@@ -3,16 +3,19 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
+from dataclasses import replace
 from pathlib import Path
 
 from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.api.source import Source
+from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config
 from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
@@ -20,9 +23,9 @@ from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
-from tracelake.run.context import Run, Step, TableStats
+from tracelake.run.context import Run, Step, TableStats, flush_results
 from tracelake.run.derived import rebuild_derived
-from tracelake.run.registry import all_derived, get_source
+from tracelake.run.registry import all_derived, generated_names, get_source
 
 
 def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
@@ -60,6 +63,28 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     return stale
 
 
+def record_inputs(config: Config, raw_dir: Path, inputs: list[TableInput]) -> None:
+    """Note in the lake where each bronze table of the run came from and whether its files are
+    synthetic (written by `tracelake generate`: registry.generated_names), for the report's
+    labels (read_inputs)."""
+    if "://" in config.lake_root:
+        return
+    generated = generated_names(raw_dir)
+
+    def synthetic(name: str) -> bool:
+        base = name.split("!", 1)[0]
+        return any(base == g or base.startswith(g.rstrip("/") + "/") for g in generated)
+
+    record = read_inputs(config)
+    for item in inputs:
+        record[item.table] = {"raw": str(Path(raw_dir).resolve()),
+                              "synthetic": any(synthetic(f.name) for f in item.files)}
+    path = Path(config.lake_root) / INPUTS_RECORD
+    temp = path.with_name(f".{INPUTS_RECORD}.tmp")
+    temp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    temp.replace(path)
+
+
 def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> list[TableInput]:
     """The source's inputs; with `batch` (`--hours`) only those batches', where it has any."""
     if batch is None:
@@ -69,20 +94,30 @@ def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> li
     return source.plan_batches(raw_dir, staging, batch)
 
 
+def _note(note: object, **figures: object) -> None:
+    """Figures for the progress line of a step whose context yields a dict."""
+    if isinstance(note, dict):
+        note.update(figures)
+
+
 def _ingest_batch(
     engine: Engine, config: Config, run: Run, batch: list[TableInput], per_hour: list[Derived], hour: str,
-    step: Step,
+    step: Step, files: list[int],
 ) -> list[TableStats]:
     """Prepare every input of the batch before its first write, commit them, rebuild the
-    per-hour derived tables; the stats of every table written, with the partitions changed."""
+    per-hour derived tables; the stats of every table written, with the partitions changed.
+    `files` is [raw files done, in the run] and is counted on."""
     prepared = []
     for item in batch:
-        with step(f"{item.table}: {len(item.files)} file(s){hour}"):
+        with step(f"{item.table}: {len(item.files)} file(s){hour}") as note:
             prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
+            files[0] += len(item.files)
+            _note(note, rows=prepared[-1].rows_read, files=tuple(files))
     committed = []
     for table in prepared:
-        with step(f"{table.table}: writing{hour}"):
+        with step(f"{table.table}: writing{hour}") as note:
             committed.append(commit_table(engine.spark, config, run, table))
+            _note(note, rows=committed[-1].rows_kept + committed[-1].rows_quarantined)
     changed = changes_of(committed)
     return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
 
@@ -112,8 +147,8 @@ def run_ingest(
     a re-run of the same range redoes only what changed."""
     declared = get_source(source)
     raw_dir = raw_dir_for(config, source, raw)
-    run = Run.new(config)
-    step = step or (lambda label: nullcontext())
+    run = replace(Run.new(config), pending=[])  # the rule results go to ops.quality_results in one commit
+    step = step or (lambda label: nullcontext({}))
     stats: list[TableStats] = []
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
         remove_stale_staging(config, keep=run.staging)
@@ -123,10 +158,16 @@ def run_ingest(
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}
+            files = [0, sum(len(item.files) for item in inputs)]
+            started = time.monotonic()
             for number, (hour_folder, batch) in enumerate(cut):
                 hour = f" [{hour_folder}]" if hour_folder else ""
                 try:
-                    committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step)
+                    with step(f"hour {hour_folder} ({number + 1}/{len(cut)})") if len(cut) > 1 else nullcontext() as note:
+                        committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step, files)
+                        spent = time.monotonic() - started
+                        _note(note, rows=sum(s.rows_read for s in committed if s.table.startswith("bronze.")),
+                              files=tuple(files), eta_s=spent / (number + 1) * (len(cut) - number - 1))
                 except TracelakeError as exc:
                     if number == 0:
                         raise
@@ -136,6 +177,12 @@ def run_ingest(
                 add_changes(changed, changes_of(committed))
                 stats += committed
             stats += rebuild_derived(engine, config, run, once, changed, step)
+            record_inputs(config, raw_dir, inputs)
+            flush_results(engine.spark, config, run)
+        except TracelakeError:
+            with suppress(Exception):  # a failed run's results too (a critical rule's); its error comes first
+                flush_results(engine.spark, config, run)
+            raise
         finally:
             run.cleanup()
     register_all(engine.spark, config)

@@ -5,24 +5,33 @@ Sources are imported by name at run time, so nothing in the kernel imports a sou
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import Derived
-from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
+
+if TYPE_CHECKING:
+    from tracelake.api.contract import Derived
+    from tracelake.api.source import Source
 
 SOURCES = "tracelake.sources"
 CROSS_TRACE = "tracelake.crosstrace"
+GENERATOR = "synth"  # a source's generator module: tracelake.sources.<name>.synth
+GENERATED = ".tracelake-generated.json"  # in a generator's out folder: the files it wrote (synthetic)
 
 
 def source_names() -> list[str]:
+    """From the folders alone: nothing is imported but the `tracelake.sources` package."""
     package = importlib.import_module(SOURCES)
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
 def _declared(module: str) -> Source:
+    from tracelake.api.source import Source
+
     source = getattr(importlib.import_module(module), "SOURCE", None)
     if not isinstance(source, Source):
         raise TracelakeError(f"{module} declares no SOURCE (tracelake.api.source.Source)")
@@ -45,7 +54,11 @@ def declarations() -> list[Source]:
 
 
 def generator_names() -> list[str]:
-    return [s.name for s in declarations()[1:] if s.generator]
+    """The sources with a `synth` module, found in their folders without importing them (the
+    command line lists them before it loads anything heavy)."""
+    package = importlib.import_module(SOURCES)
+    return [name for name in source_names()
+            if any(m.name == GENERATOR for m in pkgutil.iter_modules([str(Path(package.__path__[0]) / name)]))]
 
 
 def generate(
@@ -53,18 +66,47 @@ def generate(
 ) -> list[Path]:
     """Synthetic raw files in the source's format; options are generator-specific (hours,
     tasks, …), None values left out. `reference` is the real release's folder (conf raw_roots),
-    passed to generators that copy or follow real parts of it (zhejiang: the topology)."""
+    passed to generators that copy or follow real parts of it (a `generate` that takes
+    `reference`; zhejiang: the topology). Imports the generator module only, not the source's
+    parsers or the engine."""
     if source not in generator_names():
         raise TracelakeError(f"no generator for '{source}' (known: {', '.join(generator_names())})")
     if scale <= 0:
         raise TracelakeError("--scale must be positive")
-    declared = get_source(source)
+    synth = importlib.import_module(f"{SOURCES}.{source}.{GENERATOR}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if reference and declared.generator_reference:
+    if reference and "reference" in inspect.signature(synth.generate).parameters:
         options["reference"] = reference
-    synth = importlib.import_module(declared.generator)
-    return synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
+    written = synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
+    _mark_generated(out_dir, written)
+    return written
+
+
+def _mark_generated(out_dir: Path, written: list[Path]) -> None:
+    """Name the files a generator wrote in its folder (GENERATED), so an ingest of the folder
+    knows which inputs are synthetic (generated_names) and the report can say so."""
+    import json
+
+    marker = out_dir / GENERATED
+    names = set(generated_names(out_dir))
+    for path in written:
+        try:
+            names.add(str(Path(path).resolve().relative_to(out_dir.resolve())))
+        except ValueError:
+            continue
+    marker.write_text(json.dumps(sorted(names), indent=0) + "\n", encoding="utf-8")
+
+
+def generated_names(raw_dir: Path) -> list[str]:
+    """The files of `raw_dir` a generator wrote (relative paths; [] when none or unreadable)."""
+    import json
+
+    try:
+        names = json.loads((Path(raw_dir) / GENERATED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
 def all_derived() -> list[Derived]:

@@ -1,9 +1,11 @@
 """One package per trace source: `tracelake.sources.<name>` holds everything of that source.
 
-    __init__.py   SOURCE = api.source.Source(name, plan, derived, batch_by, generator, report, …)
+    __init__.py   SOURCE = api.source.Source(name, plan, derived, batch_by, report, …), built on
+                  first use (module __getattr__): importing the package loads no engine library
     <parsers>.py  raw files -> the parser contract (tracelake.io.parse.finish)
     transforms    pure DataFrame -> DataFrame functions for its derived tables
     synth         generate(out_dir, scale, seed, **options): files in the source's exact format
+                  (found by this name; it imports no engine library)
     report.py     render(engine, config, out_dir) -> api.section.Section | None (optional)
 
 A source imports tracelake.api and tracelake.io (and errors, config, schema), never the run, the

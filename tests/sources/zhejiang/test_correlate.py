@@ -355,6 +355,17 @@ def test_report_draws_one_figure_per_task(engine, world, tmp_path):
     assert "top suspect ports" in section.tables_html[0]
 
 
+def test_a_cropped_task_figure_says_how():
+    import pandas as pd
+
+    from tracelake.sources.zhejiang.report import crop_note
+
+    every = pd.DataFrame({"iteration": [1, 2, 3, 4, 5]})
+    assert crop_note(every, every) == ""
+    assert crop_note(every, every[every["iteration"].between(2, 4)]) == \
+        "showing iterations 2–4 of 1–5: those with network data"
+
+
 # ---------------------------------------------------------------- (c) the real files
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io.staging import settle
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
-from tracelake.sources.zhejiang import ports
+from tracelake.sources.zhejiang import layout, ports
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour
 from tracelake.sources.zhejiang.transforms.ports import port_rates
 
@@ -75,11 +75,11 @@ def test_file_names_map_to_port_names_and_back():
     assert ports.port_name_for_file("Leaf-1_31.csv") == "FourHundredGigE1/0/31"  # the doc says 200G: wrong
     assert ports.port_name_for_file("leaf-1_64.csv") == "FourHundredGigE1/0/64"
     assert ports.device_name(ST1) == "NH-DC-NM224-J05-ROCE-ST-leaf-1.GPU.S9825"
-    assert ports.file_name_for_port(ST1, MGMT) == "leaf-1_0.csv"
-    assert ports.file_name_for_port(LEAF1, "TwoHundredGigE1/0/7:2") == "Leaf-1_7_2.csv"
+    assert layout.file_name_for_port(ST1, MGMT) == "leaf-1_0.csv"
+    assert layout.file_name_for_port(LEAF1, "TwoHundredGigE1/0/7:2") == "Leaf-1_7_2.csv"
     for folder in (LEAF1, ST1):
         for name, port in _rule_table(folder).items():
-            assert (ports.port_name_for_file(name), ports.file_name_for_port(folder, port)) == (port, name)
+            assert (ports.port_name_for_file(name), layout.file_name_for_port(folder, port)) == (port, name)
     for bad in ("Leaf-1_0_1.csv", "Leaf-1_3_3.csv", "Leaf-1.csv", "Spine-1_3.csv"):
         with pytest.raises(TracelakeError):
             ports.port_name_for_file(bad)

@@ -86,23 +86,29 @@ def test_real_pod_listing(spark, real):
     ], pods.schema))
 
 
-def test_real_lines_read_equal_recognised_plus_unrecognised(spark, real):
+def test_real_lines_are_all_kept_and_non_events_counted_per_class_in_ops(spark, real):
+    """A blank or unrecognised line is a line of the log, not a bad record: the real logs give no
+    quarantined row; the non-event lines are kept with their kind and counted per class in ops."""
     stats, config = real
     folder = shared("zhejiang", "taskinfo", TASK)
     read = {p.name: count_lines(p) for p in folder.glob("*.log") if p.name != "pod-node-starttime.log"}
     assert read == {f"{JOB}-master.log": 8498, f"{JOB}-worker-1.log": 8094,
                     f"{JOB}-worker-2.log": 5648, f"{JOB}-worker-3.log": 5643}
-    events = _by_file(_table(spark, config, "bronze", "zj_task_log_events"))
-    quarantined = _by_file(_table(spark, config, "quarantine", "zj_task_log_events"))
-    assert {f: (events[f], quarantined[f]) for f in read} == {
-        f"{JOB}-master.log": (5449, 3049), f"{JOB}-worker-1.log": (5140, 2954),
-        f"{JOB}-worker-2.log": (5139, 509), f"{JOB}-worker-3.log": (5137, 506)}
-    assert all(read[f] == events[f] + quarantined[f] for f in read)
+    events = _table(spark, config, "bronze", "zj_task_log_events")
+    assert _by_file(events) == read
+    assert _table(spark, config, "quarantine", "zj_task_log_events").count() == 0
     s = stats["bronze.zj_task_log_events"]
-    assert (s.rows_read, s.rows_kept, s.rows_quarantined) == (27883, 20865, 7018)
-    reasons = (_table(spark, config, "quarantine", "zj_task_log_events")
-               .filter(F.col("source_file").endswith("master.log")).groupBy(F.col("reasons")[0]).count())
-    assert sorted(map(tuple, reasons.collect())) == [("blank line", 2483), ("unrecognised line", 566)]
+    assert (s.rows_read, s.rows_kept, s.rows_quarantined) == (27883, 27883, 0)
+    assert not [w for w in s.warnings if "lines" in w]  # counted, not warned about
+    by_kind = events.filter(F.col("kind").isin("blank", "unrecognised")).groupBy(
+        F.col("source_file").endswith("master.log").alias("master"), "kind").count()
+    assert sorted(map(tuple, by_kind.collect())) == [
+        (False, "blank", 2555), (False, "unrecognised", 1414), (True, "blank", 2483), (True, "unrecognised", 566)]
+    ops = (_table(spark, config, "ops", "quality_results").filter(F.col("table_name") == "bronze.zj_task_log_events")
+           .filter(F.col("expectation_id").isin("blank_lines", "unrecognised_lines"))
+           .select("expectation_id", "severity", "element_count", "unexpected_count"))
+    assert sorted(map(tuple, ops.collect())) == [("blank_lines", "info", 27883, 5038),
+                                                 ("unrecognised_lines", "info", 27883, 1980)]
 
 
 def test_real_master_log_kinds_and_nccl_fields(spark, real):
@@ -111,7 +117,8 @@ def test_real_master_log_kinds_and_nccl_fields(spark, real):
     kinds = {r.kind: r["count"] for r in master.groupBy("kind").count().collect()}
     assert kinds == {"ds_logger": 306, "hf_checkpoint_save": 5, "hf_logger": 99, "hf_metrics_dict": 1,
                      "hf_on_log": 2436, "hf_on_log_summary": 1, "hf_train_start": 1, "kubectl_preamble": 1,
-                     "nccl": 159, "nccl_version": 1, "torch_elastic": 1, "tqdm": 2438}
+                     "nccl": 159, "nccl_version": 1, "torch_elastic": 1, "tqdm": 2438,
+                     "blank": 2483, "unrecognised": 566}
     nccl = master.filter(F.col("kind") == "nccl")
     subkinds = {r.subkind: r["count"] for r in nccl.groupBy("subkind").count().collect()}
     assert subkinds == {"bootstrap": 1, "channel": 78, "comm": 5, "env": 4, "net_ib": 1, "other": 43,
@@ -187,7 +194,7 @@ def test_log_pieces_are_classified_and_counted(spark):
     expected = spark.createDataFrame([
         (1, 0, "kubectl_preamble", None, None, None, None, None, None, None, None, None,
          '{"container":"pytorch","containers":"pytorch, sync-barrier (init)"}', []),
-        (2, 0, None, None, None, None, None, None, None, None, None, None, None, ["blank line"]),
+        (2, 0, "blank", None, None, None, None, None, None, None, None, None, None, []),
         (3, 1, "tqdm", None, None, None, None, 0, 2, None, None, None,
          '{"percent":0,"elapsed":"00:00","remaining":"?","rate":"?","rate_unit":"it/s"}', []),
         (3, 2, "tqdm", None, None, None, None, 1, 2, None, None, None,
@@ -207,7 +214,7 @@ def test_log_pieces_are_classified_and_counted(spark):
         (9, 0, "nccl", "channel", None, None, None, None, None, None, None, None,
          '{"channel":0,"src_rank":3,"src_bus":"3","dst_rank":4,"dst_bus":"0","direction":"receive",'
          '"transport":"NET/IBext_v8/0/GDRDMA","nic_index":0}', []),
-        (10, 0, None, None, None, None, None, None, None, None, None, None, None, ["unrecognised line"]),
+        (10, 0, "unrecognised", None, None, None, None, None, None, None, None, None, None, []),
         (11, 0, "ds_logger", None, None, None, None, None, None, None, None, None, None,
          ["ts: '2024-13-01 00:00:00,000' is not a valid timestamp"]),
         (12, 0, "hf_logger", None, None, None, None, None, 2436, None, None, "00:00:00.100", None, []),

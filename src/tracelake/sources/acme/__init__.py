@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import TableInput, combined_plan
-from tracelake.api.source import Source
-from tracelake.sources.acme import jobs, utilization
-
-PARTS = (jobs, utilization)
+if TYPE_CHECKING:
+    from tracelake.api.contract import TableInput
+    from tracelake.api.source import Source
 
 
 def release_data_dir(raw_dir: Path) -> Path:
@@ -20,9 +19,25 @@ def release_data_dir(raw_dir: Path) -> Path:
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    return combined_plan([part.plan for part in PARTS], release_data_dir(raw_dir), staging,
+    from tracelake.api.contract import combined_plan
+    from tracelake.sources.acme import jobs, utilization
+
+    return combined_plan([jobs.plan, utilization.plan], release_data_dir(raw_dir), staging,
                          "AcmeTrace files (trace_seren.csv, trace_kalos.csv, utilization CSVs)")
 
 
-# silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
-SOURCE = Source("acme", plan, generator="tracelake.sources.acme.synth")
+def _declare() -> Source:
+    from tracelake.api.source import Source
+
+    # silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
+    return Source("acme", plan)
+
+
+def __getattr__(name: str):
+    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
+    synth) loads no engine library."""
+    if name == "SOURCE":
+        globals()["SOURCE"] = source = _declare()
+        return source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

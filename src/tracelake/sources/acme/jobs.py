@@ -20,16 +20,7 @@ from tracelake.io.frames import union_all
 from tracelake.io.parse import parse_lines
 from tracelake.io.text import RawFile, check_header, read_raw_lines, regular_file
 from tracelake.schema import TableSchema
-
-TABLE = "bronze.acme_jobs"
-CLUSTERS = ("seren", "kalos")
-FILE_NAME = "trace_{cluster}.csv"
-RELEASE_FOLDER = "job_trace"  # the release keeps the job CSVs in data/job_trace/
-KALOS_ONLY = ("mem_per_pod_GB", "shared_mem_per_pod", "fail_time", "stop_time")
-SEREN_HEADER = (
-    "job_id", "user", "node_num", "gpu_num", "cpu_num", "type", "state",
-    "submit_time", "start_time", "end_time", "duration", "queue", "gpu_time",
-)
+from tracelake.sources.acme.layout import CLUSTERS, FILE_NAME, KALOS_ONLY, RELEASE_FOLDER, SEREN_HEADER, TABLE
 
 
 def cluster_view(schema: TableSchema, cluster: str) -> TableSchema:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import TableInput
-from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
-from tracelake.io.archives import extract_members
-from tracelake.io.text import RawFile, regular_file
+
+if TYPE_CHECKING:
+    from tracelake.api.contract import TableInput
+    from tracelake.api.source import Source
+    from tracelake.io.text import RawFile
 
 RAW_ARCHIVE = "raw-traces.tar.gz"
 ELASTICFLOW_ARCHIVE = "elasticflow-traces.tar.gz"
@@ -25,10 +27,14 @@ TESTBED_MEMBER = "195job.csv"
 def _csv_members(archive: Path, staging: Path) -> dict[str, Path]:
     """Every member that looks like data, `.CSV` or `.csv.bak` too: the callers refuse a name
     they do not know rather than leave its rows unread (LICENSE and the like stay skipped)."""
+    from tracelake.io.archives import extract_members
+
     return extract_members(archive, staging / archive.name.split(".")[0], lambda n: ".csv" in n.lower())
 
 
 def _raw_files(archive: Path, staging: Path) -> list[RawFile]:
+    from tracelake.io.text import RawFile
+
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
         match = CLUSTER_MEMBER.fullmatch(Path(member).name)
@@ -39,6 +45,8 @@ def _raw_files(archive: Path, staging: Path) -> list[RawFile]:
 
 
 def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
+    from tracelake.io.text import RawFile
+
     files = []
     for member, path in sorted(_csv_members(archive, staging).items()):
         base = Path(member).name
@@ -54,6 +62,9 @@ def _elasticflow_files(archive: Path, staging: Path) -> list[RawFile]:
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    from tracelake.api.contract import TableInput
+    from tracelake.io.text import regular_file
+
     inputs = []
     if os.path.lexists(raw_dir / RAW_ARCHIVE) and regular_file(raw_dir / RAW_ARCHIVE, RAW_ARCHIVE):
         inputs.append(TableInput("bronze.itp_jobs", _raw_files(raw_dir / RAW_ARCHIVE, staging)))
@@ -65,5 +76,18 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
-# silver.jobs and gold.jobs_* read ITP too: tracelake.crosstrace
-SOURCE = Source("itp", plan, generator="tracelake.sources.itp.synth")
+def _declare() -> Source:
+    from tracelake.api.source import Source
+
+    # silver.jobs and gold.jobs_* read ITP too: tracelake.crosstrace
+    return Source("itp", plan)
+
+
+def __getattr__(name: str):
+    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
+    synth) loads no engine library."""
+    if name == "SOURCE":
+        globals()["SOURCE"] = source = _declare()
+        return source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

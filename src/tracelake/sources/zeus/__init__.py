@@ -8,12 +8,14 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import TableInput, derived
-from tracelake.api.source import Source
 from tracelake.errors import TracelakeError
-from tracelake.io.text import RawFile, regular_file
-from tracelake.sources.zeus.transforms import time_energy_to_accuracy
+
+if TYPE_CHECKING:
+    from tracelake.api.contract import TableInput
+    from tracelake.api.source import Source
+    from tracelake.io.text import RawFile
 
 TRAIN_FILE = "summary_train.csv"
 POWER_FILE = re.compile(r"summary_power_([a-z0-9]+)\.csv")
@@ -39,6 +41,8 @@ def _decompressed(path: Path, staging: Path) -> Path:
 def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
     """`name` or `name.xz` (unpacked into staging), whichever is there; both is an error. The
     other form is the file's alias: recompressing it replaces its rows."""
+    from tracelake.io.text import RawFile, regular_file
+
     present = [regular_file(raw_dir / n, n) for n in (name, f"{name}.xz") if os.path.lexists(raw_dir / n)]
     if len(present) > 1:
         raise TracelakeError(f"{raw_dir}: both {name} and {name}.xz present; keep one")
@@ -50,6 +54,8 @@ def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = 
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
+    from tracelake.api.contract import TableInput
+
     inputs = []
     if (train := _one_form(raw_dir, TRAIN_FILE, staging)) is not None:
         inputs.append(TableInput("bronze.zeus_train", [train]))
@@ -69,5 +75,21 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
-DERIVED = (derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power")),)
-SOURCE = Source("zeus", plan, DERIVED, generator="tracelake.sources.zeus.synth")
+def _declare() -> Source:
+    from tracelake.api.contract import derived
+    from tracelake.api.source import Source
+    from tracelake.sources.zeus.transforms import time_energy_to_accuracy
+
+    return Source("zeus", plan, (
+        derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power")),
+    ))
+
+
+def __getattr__(name: str):
+    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
+    synth) loads no engine library."""
+    if name == "SOURCE":
+        globals()["SOURCE"] = source = _declare()
+        return source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

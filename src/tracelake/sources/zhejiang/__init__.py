@@ -4,20 +4,30 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tracelake.api.contract import TableInput, combined_plan
-from tracelake.api.source import Source
-from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
 from tracelake.sources.zhejiang.layout import HOUR, parse_hours
 
-PARTS = (topology, ports, hourly, tasklogs, correlate)
-DERIVED = tuple(entry for part in PARTS for entry in part.DERIVED)
-TRAFFIC_PARTS = (ports, hourly)  # the parts that read trafficinfo/<hour>/; the workbook and task logs go first
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from tracelake.api.contract import TableInput
+    from tracelake.api.source import Source
+
+
+def _parts() -> tuple[tuple[ModuleType, ...], tuple[ModuleType, ...]]:
+    """Every part, and the parts that read trafficinfo/<hour>/ (the workbook and task logs go first)."""
+    from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
+
+    return (topology, ports, hourly, tasklogs, correlate), (ports, hourly)
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     """Every part's inputs: the workbook, the task folders and every hour folder."""
-    parts = [part for part in PARTS if part not in TRAFFIC_PARTS] + list(TRAFFIC_PARTS)
+    from tracelake.api.contract import combined_plan
+
+    every, traffic = _parts()
+    parts = [part for part in every if part not in traffic] + list(traffic)
     return combined_plan([part.plan for part in parts], raw_dir, staging,
                          "Zhejiang files (cluster_2000_A100.xlsx, trafficinfo/, taskinfo/)")
 
@@ -28,9 +38,22 @@ def plan_hours(raw_dir: Path, staging: Path, hours: str) -> list[TableInput]:
     hours (and the tasks they touch) alone. The workbook and the task folders are ingested by a
     run without --hours (e.g. a daily one). An empty `hours` is refused by parse_hours."""
     chosen = parse_hours(hours)
-    return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
+    return [item for part in _parts()[1] for item in part.plan(raw_dir, staging, chosen)]
 
 
-SOURCE = Source("zhejiang", plan, DERIVED, batch_by=HOUR, plan_batches=plan_hours,
-                generator="tracelake.sources.zhejiang.synth", report="tracelake.sources.zhejiang.report",
-                generator_reference=True)
+def _declare() -> Source:
+    from tracelake.api.source import Source
+
+    derived = tuple(entry for part in _parts()[0] for entry in part.DERIVED)
+    return Source("zhejiang", plan, derived, batch_by=HOUR, plan_batches=plan_hours,
+                  report="tracelake.sources.zhejiang.report")
+
+
+def __getattr__(name: str):
+    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
+    synth) loads no engine library."""
+    if name == "SOURCE":
+        globals()["SOURCE"] = source = _declare()
+        return source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+

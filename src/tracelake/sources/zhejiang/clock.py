@@ -12,9 +12,10 @@ DST, so UTC = local − 8 h.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+if TYPE_CHECKING:  # the column functions are imported where used: the generator's times need no engine
+    from pyspark.sql import Column, DataFrame
 
 CST = timezone(timedelta(hours=8))
 AM, PM = "上午", "下午"
@@ -27,6 +28,8 @@ FORMAT_DOC = "yyyy/M/d {上午|下午}h:mm:ss (12-hour) or {上午|下午}HH:mm:
 
 def cst_to_utc(text: Column) -> Column:
     """A local-time string column -> UTC timestamp, null when it is not a valid time."""
+    from pyspark.sql import functions as F
+
     trimmed = F.trim(text)
 
     def group(i: int) -> Column:
@@ -75,6 +78,8 @@ def format_cst(epoch_s: float, hour_style: str) -> str:
 def cst_hour(ts: Column) -> Column:
     """The CST hour folder name (YYYYMMDDHH) of a UTC timestamp column, by arithmetic on epoch
     seconds and a DATE, so it does not depend on the session time zone."""
+    from pyspark.sql import functions as F
+
     hours = F.floor((F.unix_seconds(ts) + 8 * 3600) / 3600)
     day = F.date_from_unix_date(F.floor(hours / 24).cast("int"))
     return F.concat(F.date_format(day, "yyyyMMdd"), F.lpad((hours % 24).cast("string"), 2, "0"))
@@ -90,6 +95,8 @@ def hours_to_rebuild(stored: DataFrame, changed: set[str]) -> tuple[list[str], l
     counters): (the hours to rebuild: the changed ones and each stored hour right after one,
     whose first rows continue from it; the hours before those, whose last rows they continue
     from). `stored` is the input table, read for its hour_cst partition values only."""
+    from pyspark.sql import functions as F
+
     after = sorted({shift_hour(h, 1) for h in changed} - changed)
     found = stored.filter(F.col("hour_cst").isin(after)).select("hour_cst").distinct().collect()
     hours = sorted(changed | {r.hour_cst for r in found})

@@ -21,7 +21,6 @@ every row), binaryFile + pyarrow in mapInArrow (the bytes through the engine, ~1
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -42,7 +41,16 @@ from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
-from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, hour_folders
+from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: the generator uses them too)
+    PORT_FILE,
+    SWITCH_DIR,
+    TRAFFIC,
+    device_name,
+    file_prefix,
+    hour_folders,
+    port_exists,
+    port_name_for_file,
+)
 from tracelake.sources.zhejiang.transforms.ports import (
     carried_state,
     first_instants,
@@ -58,67 +66,6 @@ log = logging.getLogger(__name__)
 
 TABLE = "bronze.zj_port_counters"
 RATES_TABLE = "silver.zj_port_rates"
-SWITCH_DIR = re.compile(r"NH-DC-(NM\d+)-([A-Z]\d{2})-ROCE-(?P<leaf>(?:ST-)?[Ll]eaf-\d+)_GPU_S9825")
-PORT_FILE = re.compile(r"(?P<sw>[Ll]eaf-\d+)_(?P<p>\d+)(?:_(?P<s>[12]))?\.csv")
-BREAKOUT_PORT = re.compile(r"TwoHundredGigE1/0/(\d+):([12])")
-FULL_PORT = re.compile(r"FourHundredGigE1/0/(\d+)")
-
-
-# ---------------------------------------------------------------- naming rules (docs/formats/zhejiang.md §1, §3.2)
-
-def device_name(folder: str) -> str:
-    """The switch's DeviceName: the folder name with `_GPU_S9825` spelled `.GPU.S9825`."""
-    if not SWITCH_DIR.fullmatch(folder):
-        raise TracelakeError(f"'{folder}' is not a switch folder (NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)")
-    return folder.removesuffix("_GPU_S9825") + ".GPU.S9825"
-
-
-def file_prefix(folder: str) -> str:
-    """Port files of a GPU leaf start `Leaf-<n>_`; of a storage leaf `leaf-<n>_` (no `ST-`)."""
-    match = SWITCH_DIR.fullmatch(folder)
-    if not match:
-        raise TracelakeError(f"'{folder}' is not a switch folder (NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)")
-    return match.group("leaf").removeprefix("ST-")
-
-
-def port_name_for_file(file_name: str) -> str:
-    """§3.2: `_0` management port, `_<p>_<s>` a 200G breakout lane, `_<p>` a 400G port."""
-    match = PORT_FILE.fullmatch(file_name)
-    if not match:
-        raise TracelakeError(f"'{file_name}' is not a port file name (<leaf>_<p>[_<s>].csv)")
-    port, lane = int(match.group("p")), match.group("s")
-    if port == 0:
-        if lane:
-            raise TracelakeError(f"'{file_name}': the management port _0 has no breakout lane")
-        return MGMT_PORT
-    return f"TwoHundredGigE1/0/{port}:{lane}" if lane else f"FourHundredGigE1/0/{port}"
-
-
-def port_exists(prefix: str, port_name: str) -> bool:
-    """§3.2: a GPU leaf has the management port, 200G lanes 1–30:1–2 and 400G ports 31–64; a
-    storage leaf (`leaf-<n>`) the management port and 400G ports 1–64."""
-    if port_name == MGMT_PORT:
-        return True
-    storage = prefix.startswith("leaf-")
-    if match := BREAKOUT_PORT.fullmatch(port_name):
-        return not storage and 1 <= int(match.group(1)) <= 30
-    if match := FULL_PORT.fullmatch(port_name):
-        return (1 if storage else 31) <= int(match.group(1)) <= 64
-    return False
-
-
-def file_name_for_port(folder: str, port_name: str) -> str:
-    """The inverse rule: where a switch port's counters are written (used by the generator)."""
-    prefix = file_prefix(folder)
-    if port_name == MGMT_PORT:
-        return f"{prefix}_0.csv"
-    if match := BREAKOUT_PORT.fullmatch(port_name):
-        return f"{prefix}_{int(match.group(1))}_{match.group(2)}.csv"
-    if match := FULL_PORT.fullmatch(port_name):
-        return f"{prefix}_{int(match.group(1))}.csv"
-    raise TracelakeError(f"'{port_name}' is not a leaf port name this release uses")
-
-
 # ---------------------------------------------------------------- planning
 
 def _hour(name: str, where: str) -> str:

@@ -6,8 +6,10 @@ line. Each log is read whole (one row), split on LF then on CR with posexplode, 
 keeps its exact position (line_no, segment) — the key, and the only ordering a log line has. A
 last piece with no newline or CR after it is quarantined as incomplete (a growing log cut it).
 Lines are classified and parsed with regexp_extract in Spark; the grammar is
-docs/formats/zhejiang.md §5.2 and §6. Blank and unrecognised lines carry a parse error and so land in
-quarantine.zj_task_log_events: per pod, lines read = events + quarantined.
+docs/formats/zhejiang.md §5.2 and §6. A blank line and a line of no known grammar are lines of the
+log, not bad records: they are kept with kind `blank` / `unrecognised` (the text in `message`) and
+counted per class in ops.quality_results (rules blank_lines, unrecognised_lines, severity info);
+only a line cut off by the end of a growing log, or a bad timestamp, is quarantined.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ NCCL_ENV = r"^(NCCL_\w+) set by environment to (.*?)\.?$"
 
 # a line a growing log had not finished: its numbers may be prefixes of the real ones; set aside
 # until a later ingest of the file sees it whole (the file's rows are then replaced)
+BLANK_KIND, UNRECOGNISED_KIND = "blank", "unrecognised"  # lines of the log that are no event: kept, counted
 CUT_OFF = "incomplete last line: the log does not end with a newline (cut off while being written)"
 LOGGER_KINDS = ("ds_logger", "hf_on_log", "hf_on_log_summary", "hf_checkpoint_save")
 HF_KINDS = ("hf_logger", "hf_train_start")
@@ -188,7 +191,8 @@ def _classify(lines: DataFrame) -> DataFrame:
         .when(b.rlike(MEGATRON_ARGUMENT), "megatron_argument")
         .when(b.rlike(MEGATRON_CHECKPOINT), "megatron_checkpoint")
     )
-    return staged.select("*", kind.alias("kind"), b.rlike(BLANK).alias("is_blank"))
+    kind = F.coalesce(kind, F.when(b.rlike(BLANK), F.lit(BLANK_KIND)).otherwise(F.lit(UNRECOGNISED_KIND)))
+    return staged.select("*", kind.alias("kind"))
 
 
 def _nccl_subkind(msg: Column) -> Column:
@@ -274,8 +278,6 @@ def _events(classified: DataFrame) -> DataFrame:
     fields = F.to_json(F.struct(*[col.alias(name) for name, col in _fields(kind, sk, b, ds_msg, nm)]))
     problems = [
         (F.col("cut_off"), F.lit(CUT_OFF)),
-        (F.col("is_blank"), F.lit("blank line")),
-        (kind.isNull() & ~F.col("is_blank"), F.lit("unrecognised line")),
         (ts_text.isNotNull() & ts.isNull(), F.concat(F.lit("ts: '"), ts_text, F.lit("' is not a valid timestamp"))),
     ]
     return staged, typed, F.when(fields != "{}", fields), problems
@@ -349,7 +351,8 @@ def _fields(kind: Column, sk: Column, b: Column, ds_msg: Column, nm: Column) -> 
 
 
 def parse_log_events(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
-    """Pod logs → the parse_lines contract; blank/unrecognised pieces carry a parse error."""
+    """Pod logs → the parse_lines contract; blank and unrecognised pieces are rows of their own
+    kinds, a cut-off last piece carries a parse error."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
     lines = union_all([_log_lines(spark, raw) for raw in files])

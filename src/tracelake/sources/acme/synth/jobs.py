@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from tracelake.schema import load_schema
-from tracelake.sources.acme import jobs
+from tracelake.sources.acme import layout as jobs
 
 GROUND_TRUTH = "acme_ground_truth.json"
 SEREN_HEADER = ",".join(jobs.SEREN_HEADER)

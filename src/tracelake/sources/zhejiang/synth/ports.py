@@ -32,8 +32,7 @@ import numpy as np
 import pyarrow as pa
 from pyarrow import csv as pa_csv
 
-from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC
-from tracelake.sources.zhejiang.ports import device_name, file_name_for_port
+from tracelake.sources.zhejiang.layout import MGMT_PORT, TRAFFIC, device_name, file_name_for_port
 
 HEADER = "SaveTime,SaveTimeUTC,DeviceName,PortName,InPkts,InOctets,OutPkts,OutOctets,InRatio,OutRatio"
 CST = timezone(timedelta(hours=8))

@@ -1,0 +1,90 @@
+"""`tracelake serve`: commands on a served lake use its engine, and start their own once it is gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+from helpers import itp_csv, job_id, rows, tracelake, tracelake_in_process, write_archive
+
+SERVED = "tracelake: using the engine `tracelake serve` runs for this lake (pid {pid})"
+
+
+def _serve(lake) -> tuple[subprocess.Popen, dict]:
+    """`tracelake serve` as a process of its own, once its record is written."""
+    process = subprocess.Popen([sys.executable, "-m", "tracelake", "serve", "--lake", str(lake)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "RUST_LOG": "error"})
+    record = lake / "_serve" / "engine.json"
+    deadline = time.monotonic() + 120
+    while not record.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "serve wrote no record in 120 s"
+        time.sleep(0.1)
+    return process, json.loads(record.read_text())
+
+
+def _lake(engine, tmp_path):
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1", f"{job_id(2)},2,600,2"])})
+    assert tracelake_in_process(engine, "ingest", "itp", "--raw", str(raw), "--lake", str(lake)).returncode == 0
+    return lake
+
+
+QUERY = "SELECT count(*) AS n, sum(num_gpu) AS gpus FROM bronze.itp_jobs"
+
+
+def test_a_query_uses_the_served_engine_and_falls_back_once_it_is_killed(engine, tmp_path):
+    lake = _lake(engine, tmp_path)
+    process, record = _serve(lake)
+    try:
+        assert record["pid"] == process.pid and record["lake"] == str(lake)
+        folder, file = os.stat(lake / "_serve"), os.stat(lake / "_serve" / "engine.json")
+        assert (stat.S_IMODE(folder.st_mode), stat.S_IMODE(file.st_mode)) == (0o700, 0o600)
+        assert stat.S_IMODE(os.stat(os.path.dirname(record["socket"])).st_mode) == 0o700
+
+        used = tracelake("query", QUERY, "--lake", str(lake))
+        assert (used.returncode, rows(used.stdout)) == (0, [["n", "gpus"], ["2", "3"]])
+        assert used.stderr.strip() == SERVED.format(pid=process.pid)
+        tables = tracelake("tables", "--lake", str(lake))
+        assert tables.returncode == 0 and SERVED.format(pid=process.pid) in tables.stderr
+        again = tracelake("serve", "--lake", str(lake))  # one serve per lake
+        assert (again.returncode, again.stderr.strip().splitlines()[-1]) == (
+            2, f"tracelake: error: {lake} is already served (pid {process.pid}); stop that one first")
+    finally:
+        process.kill()  # -9: no chance to remove its record
+        process.wait()
+    assert (lake / "_serve" / "engine.json").exists()
+    alone = tracelake("query", QUERY, "--lake", str(lake))
+    assert (alone.returncode, rows(alone.stdout)) == (0, [["n", "gpus"], ["2", "3"]])
+    assert alone.stderr.strip() == (f"tracelake: the engine recorded in {lake / '_serve' / 'engine.json'} is gone: "
+                                    "record removed; starting one")
+    assert not (lake / "_serve").exists()
+    quiet = tracelake("query", QUERY, "--lake", str(lake))
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+
+
+def test_sigterm_stops_serve_and_removes_its_record(engine, tmp_path):
+    lake = _lake(engine, tmp_path)
+    process, record = _serve(lake)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert err.strip().splitlines()[-1] == f"tracelake: stopped serving {lake}"
+    assert not (lake / "_serve").exists()
+    assert not os.path.exists(record["socket"])
+
+
+def test_a_record_that_is_not_private_is_not_used(engine, tmp_path):
+    lake = _lake(engine, tmp_path)
+    (lake / "_serve").mkdir(mode=0o755)
+    os.chmod(lake / "_serve", 0o755)
+    (lake / "_serve" / "engine.json").write_text(json.dumps({"pid": os.getpid(), "socket": "/nowhere", "lake": str(lake)}))
+    done = tracelake("query", QUERY, "--lake", str(lake))
+    assert (done.returncode, done.stderr) == (0, "")  # ignored, not removed: it may be someone else's
+    assert (lake / "_serve" / "engine.json").exists()
