@@ -244,10 +244,12 @@ def _print_stats(stats) -> None:
     console = Console(width=None if sys.stdout.isatty() else 100)
     table = Table(title="ingest summary", box=box.SIMPLE_HEAD)
     table.add_column("table", overflow="fold")
-    for col in ("read", "kept", "quarantined"):
+    repeats = any(s.rows_repeated for s in stats)  # exact re-deliveries: read = kept + quarantined + repeated
+    for col in ("read", "kept", "quarantined", *(["repeated"] if repeats else [])):
         table.add_column(col, justify="right", no_wrap=True)
     for s in stats:
-        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}")
+        table.add_row(s.table, f"{s.rows_read:,}", f"{s.rows_kept:,}", f"{s.rows_quarantined:,}",
+                      *([f"{s.rows_repeated:,}"] if repeats else []))
     console.print(table)
     warned = [(s.table, w) for s in stats for w in s.warnings]
     if warned:
