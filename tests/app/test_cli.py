@@ -189,3 +189,19 @@ def test_an_ingest_without_raw_names_the_default_folder_it_reads(engine, tmp_pat
     done = tracelake_in_process(engine, "ingest", "itp", "--lake", str(tmp_path / "lake"), "--conf", f"raw_roots.itp={raw}")
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[0] == f"tracelake: no --raw given: reading itp from {raw} (conf raw_roots.itp)"
+
+
+def test_generate_says_what_it_takes_of_the_real_release(tmp_path):
+    """A generator that follows the real release (zhejiang: its topology workbook) says so in one
+    line naming the file; with no workbook there, or for a generator that takes nothing, nothing."""
+    from tracelake.run.registry import generate
+    from tracelake.sources.zhejiang.synth import WORKBOOK, follows_reference
+
+    release = tmp_path / "release"
+    release.mkdir()
+    assert follows_reference(release) is None
+    (release / WORKBOOK).write_bytes(b"")
+    assert follows_reference(release) == f"the real topology from {release / WORKBOOK}"
+    said: list[str] = []
+    written = generate("itp", tmp_path / "itp", reference=str(release), say=said.append)
+    assert said == [] and sorted(p.name for p in written) == ["elasticflow-traces.tar.gz", "raw-traces.tar.gz"]

@@ -228,3 +228,18 @@ def test_characterization_on_hand_made_jobs(spark):
     assertDataFrameEqual(cdf, spark.createDataFrame([
         (1, 1, 1 / 3, (300 / 3600) / hours), (8, 1, 2 / 3, (1100 / 3600) / hours), (512, 1, 1.0, 1.0)],
         cdf.schema), rtol=1e-12)
+
+
+def test_a_state_with_no_visible_bar_has_no_plain_legend_entry():
+    """A category of no jobs is neither drawn nor in the legend; one too thin to see says so."""
+    import pandas as pd
+
+    from tracelake.crosstrace import report
+
+    shares = pd.DataFrame({"COMPLETED": [0.9, 0.997], "FAILED": [0.1, 0.0], "TIMEOUT": [0.0, 0.003],
+                           "NODE_FAIL": [0.0, 0.0]}, index=["seren", "kalos"])
+    fig, ax = report._plt().subplots()
+    report._stacked_shares(ax, shares, report.STATE_ORDER, report.STATE_COLOURS)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    report._plt().close(fig)
+    assert labels == ["COMPLETED", "FAILED", "TIMEOUT (< 0.5%)"]

@@ -347,7 +347,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from tracelake.run.registry import generate
 
     reference = load_config().raw_roots.get(args.source)
-    written = generate(args.source, args.out, scale=args.scale, seed=args.seed, reference=reference,
+    written = generate(args.source, args.out, scale=args.scale, seed=args.seed, reference=reference, say=_tell,
                        hours=args.hours, tasks=args.tasks, start=args.start, ports=args.ports,
                        only_hour=args.only_hour)
     for path in written:

@@ -20,6 +20,7 @@ TABLES = ("gold.jobs_characterization", "gold.jobs_duration_comparison",
           "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf")
 TYPE_ORDER = ["Pretrain", "SFT", "MLLM", "Eval", "Debug", "Other", "unknown"]
 STATE_ORDER = ["COMPLETED", "FAILED", "CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "RUNNING", "unknown"]
+VISIBLE_SHARE = 0.005  # a bar narrower than this share is not seen: its legend entry says so
 STATE_COLOURS = {"COMPLETED": "#4c9a2a", "FAILED": "#c0392b", "CANCELLED": "#e6a23c", "PREEMPTED": "#8e44ad",
                  "TIMEOUT": "#2c3e50", "NODE_FAIL": "#7f8c8d", "RUNNING": "#3498db", "unknown": "#bbbbbb"}
 
@@ -88,8 +89,11 @@ def _stacked_shares(ax, shares: pd.DataFrame, order: list[str], colours: dict[st
     cmap = _plt().get_cmap("tab10")
     for i, category in enumerate(_ordered(shares.columns, order)):
         values = shares[category]
+        if not (values > 0).any():  # no bar to see: no legend entry either
+            continue
         colour = (colours or {}).get(category, cmap(i % 10))
-        ax.barh(shares.index, values, left=left, label=category, color=colour)
+        label = category if values.max() >= VISIBLE_SHARE else f"{category} (< {100 * VISIBLE_SHARE:.1g}%)"
+        ax.barh(shares.index, values, left=left, label=label, color=colour)
         for y, (v, start) in enumerate(zip(values, left)):
             if v >= 0.05:
                 ax.text(start + v / 2, y, f"{100 * v:.1f}%", ha="center", va="center", fontsize=8, color="white")

@@ -5,8 +5,8 @@ Sources are imported by name at run time, so nothing in the kernel imports a sou
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -62,12 +62,14 @@ def generator_names() -> list[str]:
 
 
 def generate(
-    source: str, out: str | Path, scale: float = 1.0, seed: int = 0, reference: str | None = None, **options
+    source: str, out: str | Path, scale: float = 1.0, seed: int = 0, reference: str | None = None,
+    say: Callable[[str], object] = lambda _: None, **options,
 ) -> list[Path]:
     """Synthetic raw files in the source's format; options are generator-specific (hours,
     tasks, …), None values left out. `reference` is the real release's folder (conf raw_roots),
-    passed to generators that copy or follow real parts of it (a `generate` that takes
-    `reference`; zhejiang: the topology). Imports the generator module only, not the source's
+    passed to generators that copy or follow real parts of it (a synth module's
+    `follows_reference(folder)` says what it takes, or None; zhejiang: the topology), and `say`
+    is told so in one line. Imports the generator module only, not the source's
     parsers or the engine."""
     if source not in generator_names():
         raise TracelakeError(f"no generator for '{source}' (known: {', '.join(generator_names())})")
@@ -76,8 +78,11 @@ def generate(
     synth = importlib.import_module(f"{SOURCES}.{source}.{GENERATOR}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if reference and "reference" in inspect.signature(synth.generate).parameters:
+    follows = getattr(synth, "follows_reference", None)  # what a generator takes of the real release
+    taken = follows(Path(reference)) if reference and follows is not None else None
+    if taken:
         options["reference"] = reference
+        say(f"generate {source}: {taken} (conf raw_roots.{source})")
     written = synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
     _mark_generated(out_dir, written)
     return written

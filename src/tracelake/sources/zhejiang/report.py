@@ -24,6 +24,8 @@ from tracelake.sources.zhejiang.transforms.correlate import overlap_join
 MAX_TASKS = 6
 MAX_PORTS = 6
 COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+OTHER_PORT = "#e377c2"  # slow iterations blamed on a port the figure does not draw (grey is the access port's)
+ACCESS_PORT = "#aaaaaa"
 GOLD_COLUMNS = ("iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "is_slow", "coverage",
                 "access_util_max", "suspect_switch", "suspect_port", "suspect_reason")
 
@@ -106,9 +108,9 @@ def crop_note(full: pd.DataFrame, shown: pd.DataFrame) -> str:
 def task_figure(task_id: str, its: pd.DataFrame, levels: pd.DataFrame, ports: list[tuple[str, str]],
                 path: Path, synthetic: bool = False, cropped: str = "") -> Path:
     plt = _plt()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(13, 7.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     colour = {p: COLOURS[i % len(COLOURS)] for i, p in enumerate(ports)}
-    top.plot(its["end_ts"], its["duration_s"], color="#555555", lw=0.8, label="iteration duration (at its end)")
+    top.plot(its["end_ts"], its["duration_s"], color="black", lw=0.8, label="iteration duration (at its end)")
     top.plot(its["end_ts"], its["baseline_s"], color="black", lw=0.8, ls="--", label="baseline: lower quartile of 21")
     slow = its[its["is_slow"]]
     blamed = slow[slow["suspect_reason"] != "none"]
@@ -116,7 +118,7 @@ def task_figure(task_id: str, its: pd.DataFrame, levels: pd.DataFrame, ports: li
     top.scatter(quiet["end_ts"], quiet["duration_s"], facecolors="none", edgecolors="black", s=40, zorder=3,
                 label="slow, no network cause" if (quiet["coverage"] > 0).any() else "slow (no network data)")
     for _, it in blamed.iterrows():
-        c = colour.get((it["suspect_switch"], it["suspect_port"]), "#7f7f7f")
+        c = colour.get((it["suspect_switch"], it["suspect_port"]), OTHER_PORT)
         for ax in (top, bottom):
             ax.axvspan(it["start_ts"], it["end_ts"], color=c, alpha=0.15, lw=0)
     for port in ports:
@@ -127,23 +129,22 @@ def task_figure(task_id: str, its: pd.DataFrame, levels: pd.DataFrame, ports: li
     shown = pd.Series(list(zip(blamed["suspect_switch"], blamed["suspect_port"])), index=blamed.index).isin(ports)
     others = blamed[~shown]
     if len(others):
-        top.scatter(others["end_ts"], others["duration_s"], color="#7f7f7f", s=40, zorder=3,
+        top.scatter(others["end_ts"], others["duration_s"], color=OTHER_PORT, s=40, zorder=3,
                     label=f"slow, blamed on another port ({len(others)})")
     top.set_ylabel("iteration duration (s)")
     title = f"task {task_id}{' (synthetic data)' if synthetic else ''}: iteration durations and the ports blamed for slow ones"
     top.set_title(title + (f"\n{cropped}" if cropped else ""), fontsize=10)
     top.grid(True, alpha=0.3)
-    top.legend(fontsize=7, loc="upper left", ncol=2, framealpha=0.9)
-    top.set_ylim(top.get_ylim()[0], top.get_ylim()[1] * 1.25)  # room for the legend
+    top.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot: it covers nothing
 
     if its["coverage"].gt(0).any():
-        _segments(bottom, its, its["access_util_max"], "#aaaaaa", "busiest access port of the task", lw=1.0)
+        _segments(bottom, its, its["access_util_max"], ACCESS_PORT, "busiest access port of the task", lw=1.0)
         for port in ports:
             mine = levels[(levels["device_name"] == port[0]) & (levels["port_name"] == port[1])]
             rows = its.merge(mine[["iteration", "util"]], on="iteration")
             _segments(bottom, rows, rows["util"], colour[port], _short(*port))
-        bottom.set_ylim(0, 1.3)
-        bottom.legend(fontsize=7, loc="upper left", ncol=3, framealpha=0.9)
+        bottom.set_ylim(0, 1.05)
+        bottom.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         bottom.text(0.5, 0.5, "no network data overlaps this task's iterations", ha="center", va="center",
                     transform=bottom.transAxes, color="#666666")

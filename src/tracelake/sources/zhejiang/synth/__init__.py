@@ -165,6 +165,12 @@ def manifest(world: World, seed: int, scale: float, topology: str) -> dict:
 
 # ---------------------------------------------------------------- entry point
 
+def follows_reference(reference: Path) -> str | None:
+    """What generate takes of the real release folder: its topology workbook, when it has one."""
+    workbook = Path(reference) / WORKBOOK
+    return f"the real topology from {workbook}" if workbook.is_file() else None
+
+
 def generate(out: Path, scale: float, seed: int, hours: int = 1, tasks: int = 3,
              start: str = DEFAULT_START, topology: str | Path | None = None,
              hourly_format: str = "csv", reference: str | Path | None = None, ports: str = "monitored",
