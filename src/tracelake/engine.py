@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib.util
 import os
 import re
@@ -189,9 +190,23 @@ def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:
                 raise
 
 
+def on_loopback(config: Config) -> Config:
+    """`config` with the local engine on a 127.0.0.1 port (local_engine: tcp), said in one line:
+    the private engine's network has no way out, so it cannot reach an object store (a lake or
+    raw files at s3://, abfss://, …). A machine others use should run such lakes on a server
+    of its own (the connect profile) or a cluster."""
+    if config.local_engine == "tcp":
+        return config
+    print("tracelake: the lake or raw files are on object storage, which the private engine's network cannot reach: "
+          "the engine runs on a 127.0.0.1 port of this machine (local_engine: tcp)", file=sys.stderr)
+    return dataclasses.replace(config, local_engine="tcp")
+
+
 def _start_local(config: Config) -> Engine:
     if importlib.util.find_spec("pysail") is None:  # pragma: no cover - pysail is a core dependency
         raise TracelakeError("profile 'local' needs the pysail package: pip install pysail")
+    if config.local_engine == "private" and "://" in config.lake_root:
+        config = on_loopback(config)
     if config.local_engine == "tcp":  # any local user can reach it: for a machine no one else uses
         from pysail.spark import SparkConnectServer
 

@@ -11,6 +11,8 @@ from tracelake.api.contract import Derived, TableInput
 
 Plan = Callable[[Path, Path], list[TableInput]]  # (raw folder, run's staging folder) -> inputs
 BatchPlan = Callable[[Path, Path, str], list[TableInput]]  # … and the batches asked for (`--hours`)
+# (a raw file's path relative to the raw folder, the batches asked for) -> whether plan_batches reads it
+BatchFiles = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Source:
       **options)` writes raw files in the release's format, and `render(engine, config, out)`
       returns its report section.
     - `generator_reference`: the generator copies real parts of the release folder it is given.
+    - `batch_files`: which raw files `plan_batches` reads, by relative path; a raw folder on
+      object storage copies only those (default: every file).
     """
 
     name: str
@@ -38,3 +42,4 @@ class Source:
     generator: str | None = None
     report: str | None = None
     generator_reference: bool = False
+    batch_files: BatchFiles | None = None

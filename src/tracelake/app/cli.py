@@ -116,24 +116,36 @@ def _config(args: argparse.Namespace):
     )
 
 
-def _require_lake(config) -> None:
+def _require_lake(config, stored: bool | None = None) -> None:
     """A command that reads the lake stops on a path with none, instead of printing an empty
-    listing with exit 0 (a typo in --lake looked like an empty lake)."""
-    if "://" not in config.lake_root and not os.path.isdir(config.lake_root):
+    listing with exit 0 (a typo in --lake looked like an empty lake). `stored`: whether an
+    object-store lake holds anything (objectstore.check_reachable)."""
+    missing = stored is False if "://" in config.lake_root else not os.path.isdir(config.lake_root)
+    if missing:
         raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
 
 
 @contextlib.contextmanager
-def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
+def _engine(args: argparse.Namespace, need_lake: bool = False, raw: str | None = None) -> Iterator[Any]:
     """The engine and config; with `need_lake`, only over an existing lake (checked once the
-    engine is up, so an engine that cannot start says so first)."""
-    from tracelake.engine import start_engine
+    engine is up, so an engine that cannot start says so first). A lake (or `raw`) on object
+    storage is checked before the engine starts: a missing bucket, refused credentials or an
+    endpoint that does not answer stop in seconds, not after the engine's retries."""
+    from tracelake.engine import on_loopback, start_engine
+    from tracelake.io import objectstore
 
     config = _config(args)
+    stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
+    if objectstore.is_url(raw):
+        from tracelake.config import check_store_url
+
+        objectstore.check_reachable(check_store_url(str(raw), "raw folder"))
+        if config.profile == "local":
+            config = on_loopback(config)
     engine = start_engine(config)
     try:
         if need_lake:
-            _require_lake(config)
+            _require_lake(config, stored)
         yield engine, config
     except KeyboardInterrupt as exc:
         # no session stop: the client's release-session retries can hang; committed versions
@@ -184,7 +196,8 @@ def _print_stats(stats) -> None:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tracelake.run.pipeline import run_ingest
 
-    with _engine(args) as (engine, config), _progress() as progress:
+    raw = args.raw or _config(args).raw_roots.get(args.source)
+    with _engine(args, raw=raw) as (engine, config), _progress() as progress:
         stats = run_ingest(engine, config, args.source, args.raw, _step_fn(progress), hours=args.hours)
     _print_stats(stats)
     return 0

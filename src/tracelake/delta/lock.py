@@ -6,8 +6,16 @@ queue on an OS file lock (`<lake>/_locks/write.lock`, released by the kernel eve
 killed). The lock covers the whole lake because derived tables (silver.jobs, …) are written by
 every source's ingest; `maintain --optimize/--vacuum` takes it too (its commits would otherwise
 win a race against an ingest's, stopping the ingest between its bronze and silver commits, and a
-vacuum could remove files an ingest has staged). Object-store lakes (s3://, abfss://) have no such lock: there, concurrent
-writers rely on Delta's commit conflicts, and the loser fails with a message that says to retry.
+vacuum could remove files an ingest has staged).
+
+An object store has no file locks and S3 no atomic rename. There the lock is an object,
+`<lake>/_locks/write.lock`, created with a conditional write (If-None-Match: the store refuses to
+create an object that exists): a second writer finds it there and stops at once with a line
+naming the run that holds it (host, pid, start), instead of racing the first one's MERGEs. The
+holder deletes it when its run ends, failed or not; a run killed with -9 leaves it, and the
+message says to delete it once no run is writing. A store without conditional writes is
+refused. (The engine's own commits are conditional too: Sail and deltalake write each
+`_delta_log` version only where none exists.)
 """
 
 from __future__ import annotations
@@ -15,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
+from tracelake.io import objectstore
 
 LOCK_WAIT_S = 6 * 3600.0  # a queued scheduler run waits for the one before it, up to this long
 
@@ -40,7 +50,8 @@ def lake_write_lock(
     """Hold the lake's write lock for the block; waits (telling `on_wait` once) while another
     run holds it, and fails with a clear line after `wait_s`."""
     if "://" in config.lake_root:
-        yield
+        with _object_lock(config.lake_root):
+            yield
         return
     locks = Path(config.lake_root) / "_locks"
     try:
@@ -75,3 +86,20 @@ def lake_write_lock(
             handle.seek(0)
             handle.truncate()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _object_lock(lake_root: str) -> Iterator[None]:
+    """The lake's lock object, created only when none exists; removed when the block ends."""
+    url = f"{lake_root.rstrip('/')}/_locks/write.lock"
+    holder = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+    if not objectstore.create_exclusive(url, holder.encode()):
+        held = (objectstore.read_object(url) or b"").decode(errors="replace").strip() or "another run"
+        raise TracelakeError(
+            f"another run (ingest or maintain) is writing the lake at {lake_root} ({held}); retry when it ends "
+            f"(a run that was killed leaves {url} behind: delete it once no run is writing)"
+        )
+    try:
+        yield
+    finally:
+        objectstore.delete_object(url)

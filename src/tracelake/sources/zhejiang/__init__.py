@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from tracelake.api.contract import TableInput, combined_plan
 from tracelake.api.source import Source
 from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
-from tracelake.sources.zhejiang.layout import HOUR, parse_hours
+from tracelake.sources.zhejiang.layout import HOUR, TRAFFIC, parse_hours
 
 PARTS = (topology, ports, hourly, tasklogs, correlate)
 DERIVED = tuple(entry for part in PARTS for entry in part.DERIVED)
@@ -31,6 +32,15 @@ def plan_hours(raw_dir: Path, staging: Path, hours: str) -> list[TableInput]:
     return [item for part in TRAFFIC_PARTS for item in part.plan(raw_dir, staging, chosen)]
 
 
-SOURCE = Source("zhejiang", plan, DERIVED, batch_by=HOUR, plan_batches=plan_hours,
+def hour_files(relative: str, hours: str) -> bool:
+    """Whether `plan_hours(…, hours)` reads the raw file at `relative`: traffic of those hours."""
+    parts = relative.split("/")
+    return len(parts) > 2 and parts[0] == TRAFFIC and parts[1] in _hours(hours)
+
+
+_hours = functools.lru_cache(maxsize=4)(parse_hours)
+
+
+SOURCE = Source("zhejiang", plan, DERIVED, batch_by=HOUR, plan_batches=plan_hours, batch_files=hour_files,
                 generator="tracelake.sources.zhejiang.synth", report="tracelake.sources.zhejiang.report",
                 generator_reference=True)
