@@ -1,4 +1,4 @@
-"""Fixtures of the object-store tests: an S3 server (moto) on 127.0.0.1 for the session."""
+"""Fixtures of the object-store tests: an S3 server (moto, s3kit.py) on 127.0.0.1 for the session."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from s3kit import moto_server_command, start_s3_server
 
 @pytest.fixture(scope="session")
 def s3_server():
+    """An S3 server on 127.0.0.1 for the test session (import this fixture into a test module)."""
     if moto_server_command() is None:
         pytest.skip("moto_server not installed (pip install -e '.[test]' brings moto[server])")
     server = start_s3_server()

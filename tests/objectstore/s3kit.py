@@ -16,6 +16,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 START_TIMEOUT_S = 60.0
 
 
@@ -71,6 +73,20 @@ class S3Server:
                 self.process.wait()
 
 
+def wait_for_port(process: subprocess.Popen, port: int) -> None:
+    """Until the server accepts connections on 127.0.0.1:port (or has ended: then an error)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"moto_server did not start on port {port}") from None
+            time.sleep(0.1)
+
+
 def start_s3_server() -> S3Server:
     command = moto_server_command()
     if command is None:
@@ -79,16 +95,18 @@ def start_s3_server() -> S3Server:
     process = subprocess.Popen([command, "-H", "127.0.0.1", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"moto_server did not start on port {port}") from None
-            time.sleep(0.1)
+    wait_for_port(process, port)
     env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret",
            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "AWS_EC2_METADATA_DISABLED": "true"}
     return S3Server(process, endpoint, env)
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def real(*parts: str) -> Path:
+    """A path under ../shared/data, or skip the test with the reason."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real trace files not available: {path} is absent (a user's checkout has no ../shared)")
+    return path
