@@ -4,6 +4,7 @@ a user sees (a missing bucket, refused credentials, an endpoint that does not an
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 
@@ -53,8 +54,12 @@ def test_raw_download_keeps_relative_paths_and_folders(s3_server, s3_env, tmp_pa
     client = s3_server.client()
     for key in ("raw/trafficinfo/2024052400/a.csv", "raw/trafficinfo/2024052401/b.csv", "raw/book.xlsx"):
         client.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    packed = gzip.compress(b"job_id\n1\n")
+    client.put_object(Bucket=bucket, Key="raw/jobs.csv.gz", Body=packed)
     got = objectstore.download(f"s3://{bucket}/raw", tmp_path, lambda rel: "2024052401" not in rel)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in got) == ["book.xlsx", "trafficinfo/2024052400/a.csv"]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in got) == [
+        "book.xlsx", "jobs.csv.gz", "trafficinfo/2024052400/a.csv"]
+    assert (tmp_path / "jobs.csv.gz").read_bytes() == packed  # as stored, not inflated by its name
     assert (tmp_path / "trafficinfo" / "2024052401").is_dir()  # the folder of a file left out is there, empty
     assert objectstore.list_files(f"s3://{bucket}/raw/trafficinfo") == [("2024052400/a.csv", 32), ("2024052401/b.csv", 32)]
 

@@ -136,6 +136,8 @@ def _engine(args: argparse.Namespace, need_lake: bool = False, raw: str | None =
 
     config = _config(args)
     stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
+    if need_lake and stored is False:  # known already: no engine start to say so
+        _require_lake(config, stored)
     if objectstore.is_url(raw):
         from tracelake.config import check_store_url
 

@@ -149,7 +149,8 @@ def download(url: str, dest: Path, wanted: Callable[[str], bool] = lambda rel: T
         if not wanted(rel):
             continue
         try:
-            with fs.open_input_stream(f"{path.rstrip('/')}/{rel}") as src, open(target, "wb") as out:
+            # compression=None: the bytes as stored (pyarrow would inflate a .gz by its name)
+            with fs.open_input_stream(f"{path.rstrip('/')}/{rel}", compression=None) as src, open(target, "wb") as out:
                 while chunk := src.read(1 << 22):
                     out.write(chunk)
         except pa.ArrowException as exc:
