@@ -6,8 +6,10 @@ those of the same ingest from and into local folders."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import rows
@@ -26,8 +28,8 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return done
 
 
-def table_counts(env: dict, lake: str) -> dict[str, int]:
-    listed = rows(ok(tracelake(env, "tables", "--lake", lake)).stdout)
+def table_counts(env: dict, lake: str, *flags: str) -> dict[str, int]:
+    listed = rows(ok(tracelake(env, "tables", "--lake", lake, *flags)).stdout)
     assert listed[0] == ["table", "rows", "version", "last_operation"]
     return {name: int(count) for name, count, _version, _op in listed[1:]}
 
@@ -140,3 +142,31 @@ def test_two_concurrent_ingests_into_one_s3_lake(s3_server, tmp_path):
     ok(tracelake(env, "ingest", "itp", "--raw", str(raw), "--lake", str(local)))
     assert table_counts(env, lake)["bronze.itp_jobs"] == table_counts(env, str(local))["bronze.itp_jobs"]
 
+
+
+def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp_path, monkeypatch):
+    """The connect profile against Sail in local-cluster mode (a driver and 2 workers, which read
+    and write the bucket themselves), raw and lake in the bucket, equal to the local profile on
+    local folders. The server gets the AWS_* variables as a deployment would (a Secret's env)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+    from deploykit import sail_server
+
+    from tracelake.run.registry import generate
+
+    raw = tmp_path / "raw"
+    generate("zhejiang", raw, scale=0.01, seed=11, hours=1, tasks=1)
+    bucket = s3_server.new_bucket("cluster")
+    s3_server.upload(raw, bucket, "raw")
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    env = dict(os.environ)
+    lake = f"s3://{bucket}/lake"
+    log = tmp_path / "sail-cluster.log"
+    with sail_server(log, workers=2) as url:
+        ok(tracelake(env, "ingest", "zhejiang", "--raw", f"s3://{bucket}/raw", "--lake", lake,
+                     "--profile", "connect", "--connect-url", url))
+        on_cluster = table_counts(env, lake, "--profile", "connect", "--connect-url", url)
+    assert len(set(re.findall(r"worker (\d+) is available at 127\.0\.0\.1:\d+", log.read_text(errors="replace")))) >= 2
+    ok(tracelake(env, "ingest", "zhejiang", "--raw", str(raw), "--lake", str(tmp_path / "lake")))
+    assert on_cluster == table_counts(env, str(tmp_path / "lake"))
+    assert on_cluster["bronze.zj_port_counters"] > 0 and on_cluster["gold.zj_iteration_network"] > 0
