@@ -192,12 +192,13 @@ def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:
 
 def on_loopback(config: Config) -> Config:
     """`config` with the local engine on a 127.0.0.1 port (local_engine: tcp), said in one line:
-    the private engine's network has no way out, so it cannot reach an object store (a lake or
-    raw files at s3://, abfss://, …). A machine others use should run such lakes on a server
-    of its own (the connect profile) or a cluster."""
+    the private engine's network has no way out, so it cannot reach a lake on an object store
+    (s3://, abfss://, …). Raw files at a URL need no such change: this process copies them to
+    the run's local staging folder, which the private engine reads. On a machine others use,
+    run such lakes on a Spark Connect server of their own (the connect profile) or a cluster."""
     if config.local_engine == "tcp":
         return config
-    print("tracelake: the lake or raw files are on object storage, which the private engine's network cannot reach: "
+    print("tracelake: the lake is on object storage, which the private engine's network cannot reach: "
           "the engine runs on a 127.0.0.1 port of this machine (local_engine: tcp)", file=sys.stderr)
     return dataclasses.replace(config, local_engine="tcp")
 

@@ -60,6 +60,15 @@ def test_itp_from_s3_into_s3_equals_local_disk(itp_lakes, s3_server):
     assert not [k for k in keys if k.startswith(("lake/_staging", "lake/_locks"))]  # no scratch, lock released
 
 
+def test_itp_from_s3_into_a_local_lake_keeps_the_engine_private(itp_lakes, tmp_path):
+    """Raw files at a URL are copied by tracelake's own process: the engine reads the local copy,
+    so it stays in its private network."""
+    env, bucket, _lake, local, _ingest = itp_lakes
+    done = ok(tracelake(env, "ingest", "itp", "--raw", f"s3://{bucket}/raw/elasticflow", "--lake", str(tmp_path / "lake")))
+    assert "local_engine: tcp" not in done.stderr
+    assert table_counts(env, str(tmp_path / "lake")) == table_counts(env, str(local))
+
+
 def test_query_describe_report_and_maintain_on_s3(itp_lakes, tmp_path):
     env, _bucket, lake, _local, _ingest = itp_lakes
     answer = rows(ok(tracelake(env, "query", "--lake", lake,

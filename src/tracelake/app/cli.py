@@ -131,19 +131,17 @@ def _engine(args: argparse.Namespace, need_lake: bool = False, raw: str | None =
     engine is up, so an engine that cannot start says so first). A lake (or `raw`) on object
     storage is checked before the engine starts: a missing bucket, refused credentials or an
     endpoint that does not answer stop in seconds, not after the engine's retries."""
-    from tracelake.engine import on_loopback, start_engine
+    from tracelake.engine import start_engine
     from tracelake.io import objectstore
 
     config = _config(args)
     stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
     if need_lake and stored is False:  # known already: no engine start to say so
         _require_lake(config, stored)
-    if objectstore.is_url(raw):
+    if objectstore.is_url(raw):  # copied to local staging by this process: the engine never reads the URL
         from tracelake.config import check_store_url
 
         objectstore.check_reachable(check_store_url(str(raw), "raw folder"))
-        if config.profile == "local":
-            config = on_loopback(config)
     engine = start_engine(config)
     try:
         if need_lake:
