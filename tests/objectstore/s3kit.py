@@ -1,4 +1,4 @@
-"""An S3 server on 127.0.0.1 for tests: moto's server mode (`moto[server]`, the `test` extra),
+"""An S3 server on 127.0.0.1 for tests (the fixtures `s3_server`, `s3_env` in tests/conftest.py): moto's server mode (`moto[server]`, the `test` extra),
 started as a process of its own on a free port and stopped by its PID. Credentials are test
 values moto accepts; the endpoint is plain http, which the object_store clients (Sail,
 deltalake, obstore) take only with AWS_ALLOW_HTTP=true."""

@@ -121,9 +121,12 @@ def test_zhejiang_hours_from_s3_copy_only_those_hours(s3_server, tmp_path):
         f"tracelake: error: s3://{bucket}/raw/trafficinfo: no hour folder 2030010100")
 
 
-def test_two_concurrent_ingests_into_one_s3_lake(s3_server, tmp_path):
-    """Both at once: each ends with 0 (it ran, before or after the other) or 2 naming the run
-    that holds the lake; never a key twice."""
+def test_two_concurrent_ingests_into_one_s3_lake(s3_server, s3_env, tmp_path):
+    """While a run holds the lake, an ingest and a maintain are refused, naming it. Two ingests at
+    once: each ends with 0 (it ran, before or after the other) or 2 naming the run that holds the
+    lake; never a key twice."""
+    from tracelake.config import load_config
+    from tracelake.delta.lock import lake_write_lock
     from tracelake.run.registry import generate
 
     raw = tmp_path / "raw"
@@ -132,6 +135,14 @@ def test_two_concurrent_ingests_into_one_s3_lake(s3_server, tmp_path):
     s3_server.upload(raw, bucket, "raw")
     env = {**os.environ, **s3_server.env}
     lake = f"s3://{bucket}/lake"
+    refusal = f"tracelake: error: another run (ingest or maintain) is writing the lake at {lake} (pid {os.getpid()} on "
+    with lake_write_lock(load_config(overrides={"lake_root": lake})):
+        held = tracelake(env, "ingest", "itp", "--raw", f"s3://{bucket}/raw", "--lake", lake)
+        assert held.returncode == 2 and held.stderr.strip().splitlines()[-1].startswith(refusal), held.stderr
+    ok(tracelake(env, "ingest", "itp", "--raw", f"s3://{bucket}/raw", "--lake", lake))  # released: it runs
+    with lake_write_lock(load_config(overrides={"lake_root": lake})):
+        held = tracelake(env, "maintain", "--optimize", "--lake", lake)
+        assert held.returncode == 2 and held.stderr.strip().splitlines()[-1].startswith(refusal), held.stderr
     command = [sys.executable, "-m", "tracelake", "ingest", "itp", "--raw", f"s3://{bucket}/raw", "--lake", lake]
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**env, "RUST_LOG": "error"}) for _ in range(2)]
