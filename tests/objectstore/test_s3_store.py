@@ -69,6 +69,11 @@ def test_store_errors_name_the_url_and_never_the_secret(s3_server, s3_env, monke
         objectstore.check_reachable("s3://no-such-bucket-here/lake")
     bucket = s3_server.new_bucket()
     assert objectstore.check_reachable(f"s3://{bucket}/lake") is False  # a bucket with nothing under the prefix
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    with pytest.raises(TracelakeError, match=rf"^cannot use s3://{bucket}/lake: its endpoint {s3_server.endpoint} is plain http, "
+                                             "which needs AWS_ALLOW_HTTP=true$"):
+        objectstore.check_reachable(f"s3://{bucket}/lake")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     with pytest.raises(TracelakeError, match=r"^cannot use s3://b/lake: the endpoint does not answer"):
         objectstore.check_reachable("s3://b/lake")

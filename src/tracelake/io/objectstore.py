@@ -77,12 +77,21 @@ def _endpoint() -> tuple[str | None, str]:
     return (rest.rstrip("/"), scheme) if rest else (url.rstrip("/"), "https")
 
 
+def _allow_http() -> bool:
+    """AWS_ALLOW_HTTP, as object_store (Sail, deltalake, obstore) reads it."""
+    return os.environ.get("AWS_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow file system, path in it) for an object-store URL; an unknown scheme is refused."""
     scheme = check_store_url(url).split("://", 1)[0].lower()
     rest = url.split("://", 1)[1].strip("/")
     if scheme in ("s3", "s3a"):
         endpoint, endpoint_scheme = _endpoint()
+        if endpoint_scheme == "http" and not _allow_http():
+            # the engine and deltalake would refuse it later, with less clear words
+            raise TracelakeError(f"cannot use {url}: its endpoint http://{endpoint} is plain http, which needs "
+                                 "AWS_ALLOW_HTTP=true")
         fs = pafs.S3FileSystem(
             endpoint_override=endpoint, scheme=endpoint_scheme,
             region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None,
@@ -169,8 +178,7 @@ def _store(url: str):
     from obstore.store import from_url
 
     check_store_url(url)
-    allow_http = os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")  # client options replace the env's
-    return from_url(url, client_options={"timeout": f"{REQUEST_TIMEOUT_S:.0f}s", "allow_http": allow_http,
+    return from_url(url, client_options={"timeout": f"{REQUEST_TIMEOUT_S:.0f}s", "allow_http": _allow_http(),
                                          "connect_timeout": f"{CONNECT_TIMEOUT_S:.0f}s"},
                     retry_config={"max_retries": ATTEMPTS - 1, "retry_timeout": timedelta(seconds=2 * REQUEST_TIMEOUT_S)})
 
