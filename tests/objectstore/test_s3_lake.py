@@ -190,3 +190,22 @@ def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp
     ok(tracelake(env, "ingest", "zhejiang", "--raw", str(raw), "--lake", str(tmp_path / "lake")))
     assert on_cluster == table_counts(env, str(tmp_path / "lake"))
     assert on_cluster["bronze.zj_port_counters"] > 0 and on_cluster["gold.zj_iteration_network"] > 0
+
+
+@pytest.mark.parametrize("source", ["zeus", "acme"])
+def test_zeus_and_acme_from_s3_into_s3_equal_local(s3_server, tmp_path, source):
+    """The other sources' layouts from a bucket: Zeus's xz-compressed group trace, AcmeTrace's
+    job_trace/ and utilization/<cluster>/ folders."""
+    from tracelake.run.registry import generate
+
+    raw = tmp_path / "raw"
+    generate(source, raw, scale=0.01 if source == "acme" else 0.02, seed=7)
+    bucket = s3_server.new_bucket(source)
+    s3_server.upload(raw, bucket, "raw")
+    env = {**os.environ, **s3_server.env}
+    lake = f"s3://{bucket}/lake"
+    ok(tracelake(env, "ingest", source, "--raw", f"s3://{bucket}/raw", "--lake", lake))
+    ok(tracelake(env, "ingest", source, "--raw", str(raw), "--lake", str(tmp_path / "lake")))
+    on_s3 = table_counts(env, lake)
+    assert on_s3 == table_counts(env, str(tmp_path / "lake"))
+    assert all(on_s3[t] > 0 for t in on_s3 if t.startswith(f"bronze.{source}_"))
