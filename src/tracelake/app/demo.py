@@ -131,8 +131,8 @@ def _slowest(engine: Engine) -> list[str]:
 
 def _local_home(config: Config) -> Path:
     """Where the demo's generated raw files and its report go: beside the lake, or for a lake on
-    object storage beside the run's staging on this machine."""
-    return Path(config.staging_dir).parent / "demo" if "://" in config.lake_root else Path(config.lake_root)
+    object storage in its staging folder on this machine (one per lake)."""
+    return Path(config.staging_dir) / "demo" if "://" in config.lake_root else Path(config.lake_root)
 
 
 def run_demo(engine: Engine, config: Config, step: Step) -> DemoSummary:
