@@ -92,9 +92,14 @@ def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
             # the engine and deltalake would refuse it later, with less clear words
             raise TracelakeError(f"cannot use {url}: its endpoint http://{endpoint} is plain http, which needs "
                                  "AWS_ALLOW_HTTP=true")
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+        if region is None and endpoint is None:  # AWS itself: the bucket's region, as from_uri finds it
+            try:
+                region = pafs.resolve_s3_region(rest.split("/", 1)[0])
+            except (OSError, ValueError, pa.ArrowException) as exc:
+                raise store_error(url, exc) from None
         fs = pafs.S3FileSystem(
-            endpoint_override=endpoint, scheme=endpoint_scheme,
-            region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None,
+            endpoint_override=endpoint, scheme=endpoint_scheme, region=region,
             connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
         )
