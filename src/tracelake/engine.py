@@ -1,6 +1,7 @@
 """Session building for the three engine profiles; the only place that knows which engine runs.
 
-`local`   Sail in a child process whose port no other user can reach (private_engine.py), or,
+`local`   Sail in a child process whose port no other user can reach (private_engine.py; for a
+          lake on object storage it reaches the store through this process), or,
           with local_engine: tcp, inside this process on 127.0.0.1 with an ephemeral port.
 `spark`   classic PySpark with the Delta extension; reuses an active session (Databricks,
           spark-submit) and fails fast, naming the fix, when the Delta jars are missing.
@@ -10,7 +11,6 @@
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import importlib.util
 import os
 import re
@@ -190,24 +190,9 @@ def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:
                 raise
 
 
-def on_loopback(config: Config) -> Config:
-    """`config` with the local engine on a 127.0.0.1 port (local_engine: tcp), said in one line:
-    the private engine's network has no way out, so it cannot reach a lake on an object store
-    (s3://, abfss://, …). Raw files at a URL need no such change: this process copies them to
-    the run's local staging folder, which the private engine reads. On a machine others use,
-    run such lakes on a Spark Connect server of their own (the connect profile) or a cluster."""
-    if config.local_engine == "tcp":
-        return config
-    print("tracelake: the lake is on object storage, which the private engine's network cannot reach: "
-          "the engine runs on a 127.0.0.1 port of this machine (local_engine: tcp)", file=sys.stderr)
-    return dataclasses.replace(config, local_engine="tcp")
-
-
 def _start_local(config: Config) -> Engine:
     if importlib.util.find_spec("pysail") is None:  # pragma: no cover - pysail is a core dependency
         raise TracelakeError("profile 'local' needs the pysail package: pip install pysail")
-    if config.local_engine == "private" and "://" in config.lake_root:
-        config = on_loopback(config)
     if config.local_engine == "tcp":  # any local user can reach it: for a machine no one else uses
         from pysail.spark import SparkConnectServer
 
@@ -217,7 +202,8 @@ def _start_local(config: Config) -> Engine:
         spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
     else:
         try:
-            server = private_engine.start()
+            # a lake on object storage: the engine reaches the store through this process
+            server = private_engine.start(egress="://" in config.lake_root)
         except private_engine.Unavailable as exc:
             raise TracelakeError(
                 f"cannot keep the local engine private ({exc}); on a machine no one else uses, "
