@@ -60,6 +60,17 @@ def test_itp_from_s3_into_s3_equals_local_disk(itp_lakes, s3_server):
     assert not [k for k in keys if k.startswith(("lake/_staging", "lake/_locks"))]  # no scratch, lock released
 
 
+def test_an_identical_rerun_from_s3_commits_nothing(itp_lakes):
+    """Lineage names are relative to the raw folder, not to the run's copy of it: the same files
+    again change no table."""
+    env, bucket, lake, _local, _ingest = itp_lakes
+    before = rows(ok(tracelake(env, "tables", "--lake", lake)).stdout)
+    ok(tracelake(env, "ingest", "itp", "--raw", f"s3://{bucket}/raw/elasticflow", "--lake", lake))
+    after = rows(ok(tracelake(env, "tables", "--lake", lake)).stdout)
+    unchanged = [r for r in before if not r[0].startswith("ops.")]
+    assert [r for r in after if not r[0].startswith("ops.")] == unchanged
+
+
 def test_itp_from_s3_into_a_local_lake_keeps_the_engine_private(itp_lakes, tmp_path):
     """Raw files at a URL are copied by tracelake's own process: the engine reads the local copy,
     so it stays in its private network."""
