@@ -196,7 +196,16 @@ def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp
     with sail_server(log, workers=2) as url:
         ok(tracelake(env, "ingest", "zhejiang", "--raw", f"s3://{bucket}/raw", "--lake", lake,
                      "--profile", "connect", "--connect-url", url))
-        on_cluster = table_counts(env, lake, "--profile", "connect", "--connect-url", url)
+        connect = ("--profile", "connect", "--connect-url", url)
+        on_cluster = table_counts(env, lake, *connect)
+        # the other commands through the same server (maintenance: deltalake here, Sail has no Delta SQL)
+        summary = rows(ok(tracelake(env, "query", "--lake", lake, *connect,
+                                    "SELECT count(*) FROM gold.zj_task_network_summary")).stdout)
+        assert int(summary[1][0]) > 0
+        maintained = rows(ok(tracelake(env, "maintain", "--lake", lake, *connect, "--optimize", "--vacuum")).stdout)
+        assert {r[0] for r in maintained[1:]} == set(on_cluster)
+        report = ok(tracelake(env, "report", "--lake", lake, *connect, "--out", str(tmp_path / "report"))).stdout
+        assert str(tmp_path / "report" / "index.html") in report.split()
     assert len(set(re.findall(r"worker (\d+) is available at 127\.0\.0\.1:\d+", log.read_text(errors="replace")))) >= 2
     ok(tracelake(env, "ingest", "zhejiang", "--raw", str(raw), "--lake", str(tmp_path / "lake")))
     assert on_cluster == table_counts(env, str(tmp_path / "lake"))
