@@ -229,3 +229,36 @@ def test_zeus_and_acme_from_s3_into_s3_equal_local(s3_server, tmp_path, source):
     on_s3 = table_counts(env, lake)
     assert on_s3 == table_counts(env, str(tmp_path / "lake"))
     assert all(on_s3[t] > 0 for t in on_s3 if t.startswith(f"bronze.{source}_"))
+
+
+def test_a_run_killed_with_9_leaves_a_lock_the_next_run_takes_over(s3_server, tmp_path):
+    """kill -9 while the lock object exists: it stays in the bucket; the next run on this machine
+    sees its holder is gone, takes the lock over and ingests; the lake ends as a clean run leaves it."""
+    import signal
+    import time
+
+    from tracelake.run.registry import generate
+
+    raw = tmp_path / "raw"
+    generate("itp", raw, scale=0.02, seed=4)
+    bucket = s3_server.new_bucket("killed")
+    s3_server.upload(raw, bucket, "raw")
+    env = {**os.environ, **s3_server.env, "RUST_LOG": "error"}
+    lake = f"s3://{bucket}/lake"
+    command = [sys.executable, "-m", "tracelake", "ingest", "itp", "--raw", f"s3://{bucket}/raw", "--lake", lake]
+    victim = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    client = s3_server.client()
+    while victim.poll() is None:
+        if client.list_objects_v2(Bucket=bucket, Prefix="lake/_locks/write.lock").get("KeyCount"):
+            os.kill(victim.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    victim.wait(timeout=60)
+    if victim.returncode != -signal.SIGKILL:
+        pytest.skip("the run ended before the kill (too fast to catch here)")
+    assert client.list_objects_v2(Bucket=bucket, Prefix="lake/_locks/write.lock")["KeyCount"] == 1
+    done = ok(tracelake(env, "ingest", "itp", "--raw", f"s3://{bucket}/raw", "--lake", lake))
+    assert f"took over the lake's lock from a run that no longer runs (pid {victim.pid} on " in done.stderr
+    ok(tracelake(env, "ingest", "itp", "--raw", str(raw), "--lake", str(tmp_path / "lake")))
+    assert table_counts(env, lake) == table_counts(env, str(tmp_path / "lake"))
+    assert not client.list_objects_v2(Bucket=bucket, Prefix="lake/_locks/").get("KeyCount")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -15,7 +16,7 @@ from s3kit import free_port, moto_server_command, wait_for_port
 
 from tracelake.config import load_config
 from tracelake.delta.catalog import list_lake_tables
-from tracelake.delta.lock import lake_write_lock
+from tracelake.delta.lock import _machine, lake_write_lock
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
 
@@ -43,10 +44,35 @@ def test_a_second_writer_is_refused_while_the_lock_object_exists(s3_server, s3_e
             pass
         assert str(refused.value).startswith(f"another run (ingest or maintain) is writing the lake at {config.lake_root} "
                                              f"(pid {os.getpid()} on ")
-        assert f"a run that was killed leaves {lock} behind: delete it once no run is writing" in str(refused.value)
+        assert f"a run that was killed on another machine leaves {lock} behind: delete it once no run is writing" \
+            in str(refused.value)
+        assert "[" not in str(refused.value)  # the machine's ids stay in the object
     assert objectstore.read_object(lock) is None  # released
     with lake_write_lock(config):  # and taken again
         pass
+
+
+def test_a_lock_left_by_a_run_killed_here_is_taken_over(s3_server, s3_env, capsys):
+    """A holder of this machine whose process is gone (a run killed with -9) is replaced by a
+    conditional write; one of another machine, or alive here, is not."""
+    config = load_config(overrides={"lake_root": f"s3://{s3_server.new_bucket()}/lake"})
+    lock = f"{config.lake_root}/_locks/write.lock"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid is free now
+    here = _machine()
+    assert objectstore.create_exclusive(lock, f"pid {gone.pid} on host since 2026-01-01T00:00:00Z [{here}]".encode())
+    with lake_write_lock(config):
+        assert objectstore.read_object(lock).decode().startswith(f"pid {os.getpid()} on ")
+    assert "took over the lake's lock from a run that no longer runs (pid " in capsys.readouterr().err
+    assert objectstore.read_object(lock) is None
+    for holder in (f"pid {gone.pid} on elsewhere since 2026-01-01T00:00:00Z [another-boot/pid:[1]]",
+                   f"pid {os.getppid()} on host since 2026-01-01T00:00:00Z [{here}]"):  # alive
+        objectstore.delete_object(lock)
+        assert objectstore.create_exclusive(lock, holder.encode())
+        with pytest.raises(TracelakeError, match="another run .ingest or maintain. is writing the lake"):
+            with lake_write_lock(config):
+                pass
+        assert objectstore.read_object(lock).decode() == holder  # left as it was
 
 
 def test_raw_download_keeps_relative_paths_and_folders(s3_server, s3_env, tmp_path):

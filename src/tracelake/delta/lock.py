@@ -12,8 +12,10 @@ An object store has no file locks and S3 no atomic rename. There the lock is an 
 `<lake>/_locks/write.lock`, created with a conditional write (If-None-Match: the store refuses to
 create an object that exists): a second writer finds it there and stops at once with a line
 naming the run that holds it (host, pid, start), instead of racing the first one's MERGEs. The
-holder deletes it when its run ends, failed or not; a run killed with -9 leaves it, and the
-message says to delete it once no run is writing. A store without conditional writes is
+holder deletes it when its run ends, failed or not. A run killed with -9 leaves it: the next run
+on the same machine sees that its holder no longer runs and takes it over with a second
+conditional write (If-Match on the ETag it read, so of two such runs one wins); one left by a
+machine that is gone must be deleted by hand, as the message says. A store without conditional writes is
 refused. (The engine's own commits are conditional too: Sail and deltalake write each
 `_delta_log` version only where none exists.)
 """
@@ -23,7 +25,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -88,17 +92,59 @@ def lake_write_lock(
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _machine() -> str:
+    """This kernel boot and PID namespace: where a holder's pid can be checked."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pids = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{pids}"
+
+
+HOLDER = re.compile(r"pid (\d+) on (\S+) since (\S+) \[(.*)\]")
+
+
+def _gone(held: str) -> bool:
+    """Whether the holder named in a lock object was a process of this machine (same boot, same
+    PID namespace) that no longer runs: a run killed with -9 here."""
+    found = HOLDER.fullmatch(held)
+    if not found or not found.group(4) or found.group(4) != _machine():
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
+
+
 @contextlib.contextmanager
 def _object_lock(lake_root: str) -> Iterator[None]:
-    """The lake's lock object, created only when none exists; removed when the block ends."""
+    """The lake's lock object, created only when none exists (If-None-Match); removed when the
+    block ends. One left by a run killed on this machine is taken over, conditionally
+    (If-Match on the ETag read), so of two runs finding it only one gets it."""
     url = f"{lake_root.rstrip('/')}/_locks/write.lock"
-    holder = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
-    if not objectstore.create_exclusive(url, holder.encode()):
-        held = (objectstore.read_object(url) or b"").decode(errors="replace").strip() or "another run"
-        raise TracelakeError(
-            f"another run (ingest or maintain) is writing the lake at {lake_root} ({held}); retry when it ends "
-            f"(a run that was killed leaves {url} behind: delete it once no run is writing)"
-        )
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    holder = f"pid {os.getpid()} on {socket.gethostname()} since {since} [{_machine()}]".encode()
+    if not objectstore.create_exclusive(url, holder):
+        found = objectstore.read_versioned(url)
+        held = (found[0] if found else b"").decode(errors="replace").strip()
+        taken = False
+        if found is None:  # released between the two calls
+            taken = objectstore.create_exclusive(url, holder)
+        elif _gone(held) and found[1]:
+            taken = objectstore.replace_if_unchanged(url, found[1], holder)
+            if taken:
+                print(f"tracelake: took over the lake's lock from a run that no longer runs ({held.split(' [')[0]})",
+                      file=sys.stderr)
+        if not taken:
+            raise TracelakeError(
+                f"another run (ingest or maintain) is writing the lake at {lake_root} "
+                f"({held.split(' [')[0] or 'another run'}); retry when it ends "
+                f"(a run that was killed on another machine leaves {url} behind: delete it once no run is writing)"
+            )
     try:
         yield
     finally:

@@ -213,16 +213,39 @@ def create_exclusive(url: str, data: bytes) -> bool:
 
 def read_object(url: str) -> bytes | None:
     """The object's bytes, None when it is not there."""
+    found = read_versioned(url)
+    return None if found is None else found[0]
+
+
+def read_versioned(url: str) -> tuple[bytes, str | None] | None:
+    """(the object's bytes, its ETag), None when it is not there."""
     import obstore
     from obstore.exceptions import NotFoundError
 
     folder, name = _split(url)
     try:
-        return bytes(obstore.get(_store(folder), name).bytes())
+        got = obstore.get(_store(folder), name)
+        return bytes(got.bytes()), got.meta.get("e_tag")
     except (NotFoundError, FileNotFoundError):
         return None
     except Exception as exc:  # noqa: BLE001
         raise store_error(url, exc) from None
+
+
+def replace_if_unchanged(url: str, e_tag: str, data: bytes) -> bool:
+    """Overwrite the object only while its ETag is still `e_tag` (a conditional write, If-Match);
+    False when another writer changed or removed it first."""
+    import obstore
+    from obstore.exceptions import NotFoundError, PreconditionError
+
+    folder, name = _split(url)
+    try:
+        obstore.put(_store(folder), name, data, mode={"e_tag": e_tag})
+    except (PreconditionError, NotFoundError, FileNotFoundError):
+        return False
+    except Exception as exc:  # noqa: BLE001
+        raise store_error(url, exc) from None
+    return True
 
 
 def delete_object(url: str) -> None:
