@@ -62,3 +62,23 @@ def shared(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"real trace files not available: {path} is absent (a user's checkout has no ../shared)")
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3 server (moto) on 127.0.0.1 for the session, stopped by its PID (tests/objectstore/s3kit.py)."""
+    from objectstore.s3kit import moto_server_command, start_s3_server
+
+    if moto_server_command() is None:
+        pytest.skip("moto_server not installed (pip install -e '.[test]' brings moto[server])")
+    server = start_s3_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """The S3 server's AWS_* variables set in this process too (pyarrow.fs, obstore, deltalake)."""
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    return {**os.environ, **s3_server.env}

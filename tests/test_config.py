@@ -1,4 +1,5 @@
 import re
+import tempfile
 
 import pytest
 
@@ -78,3 +79,20 @@ def test_the_engine_sets_utc_on_a_session_whose_zone_differs(spark):
         assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_a_lake_at_a_url_stages_where_the_engine_runs(tmp_path):
+    """On this machine's engines a folder in the temp dir, one per lake; a remote server keeps
+    <lake>/_staging, which an ingest refuses, naming staging_dir."""
+    lake = "s3://bucket/lake"
+    local = load_config(profile="local", overrides={"lake_root": lake})
+    assert local.staging_dir == load_config(profile="spark", overrides={"lake_root": lake}).staging_dir
+    assert local.staging_dir.startswith(tempfile.gettempdir()) and "://" not in local.staging_dir
+    assert local.staging_dir != load_config(overrides={"lake_root": "s3://bucket/other"}).staging_dir
+    on_loopback = load_config(profile="connect", overrides={"lake_root": lake, "connect_url": "sc://127.0.0.1:15002"})
+    assert on_loopback.staging_dir == local.staging_dir
+    remote = load_config(profile="connect", overrides={"lake_root": lake, "connect_url": "sc://spark.example:15002"})
+    assert remote.staging_dir == "s3://bucket/lake/_staging"
+    chosen = load_config(overrides={"lake_root": lake}, conf_pairs=[f"staging_dir={tmp_path}"])
+    assert chosen.staging_dir == str(tmp_path)
+    assert load_config(overrides={"lake_root": "s3://bucket/lake/"}).lake_root == lake

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 
+from tracelake import private_engine
 from tracelake.engine import start_engine
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a second OS user needs root")
@@ -131,7 +132,7 @@ def test_without_namespaces_the_engine_does_not_start_and_names_the_choice(monke
     from tracelake import private_engine
     from tracelake.errors import TracelakeError
 
-    def unavailable():
+    def unavailable(egress=False):
         raise private_engine.Unavailable("cannot make a private network namespace: Operation not permitted")
     monkeypatch.setattr(private_engine, "start", unavailable)
     with pytest.raises(TracelakeError) as refused:
@@ -140,3 +141,36 @@ def test_without_namespaces_the_engine_does_not_start_and_names_the_choice(monke
         "cannot keep the local engine private (cannot make a private network namespace: Operation not "
         "permitted); on a machine no one else uses, run it on a 127.0.0.1 port any local user can reach "
         "with --conf local_engine=tcp")
+
+
+@needs_root
+def test_a_lake_on_object_storage_keeps_the_engine_private(other_user, tmp_path, s3_server, s3_env):
+    """The engine reaches the bucket through our process (its proxy socket beside the engine's,
+    in the same 0700 folder); no one else reaches the engine or its way out."""
+    from tracelake.config import load_config
+
+    lake = f"s3://{s3_server.new_bucket()}/lake"
+    engine = start_engine(load_config(overrides={"lake_root": lake}))
+    try:
+        server = engine._server
+        engine.spark.range(7).write.format("delta").mode("overwrite").save(f"{lake}/bronze/t")
+        assert engine.spark.read.format("delta").load(f"{lake}/bronze/t").count() == 7
+        assert listening_tcp_ports(server.process.pid) == []
+        egress = server.socket_path.parent / private_engine.EGRESS_NAME
+        assert stat.S_IMODE(server.socket_path.parent.stat().st_mode) == 0o700
+        assert probe(other_user, str(server.socket_path), str(egress)) == {
+            str(server.socket_path): ("PermissionError", "refused: SparkConnectGrpcException"),
+            str(egress): ("PermissionError", "refused: SparkConnectGrpcException")}
+    finally:
+        engine.stop()
+    assert not server.socket_path.parent.exists()
+
+
+def test_the_proxy_reads_the_host_an_engine_request_names():
+    assert private_engine._target("CONNECT s3.eu-west-1.amazonaws.com:443 HTTP/1.1") == (
+        "s3.eu-west-1.amazonaws.com", 443, True)
+    assert private_engine._target("GET http://127.0.0.1:9000/bucket/key?x=1 HTTP/1.1") == ("127.0.0.1", 9000, False)
+    assert private_engine._target("PUT http://minio.local/bucket/key HTTP/1.1") == ("minio.local", 80, False)
+    assert private_engine._target("CONNECT [::1]:9000 HTTP/1.1") == ("::1", 9000, True)
+    for line in ("GET /bucket/key HTTP/1.1", "CONNECT host HTTP/1.1", "hello", "GET https://x/ HTTP/1.1"):
+        assert private_engine._target(line) is None

@@ -40,6 +40,31 @@ UTC_SPELLINGS = ("UTC", "Etc/UTC", "Z", "+00:00")
 # `local` profile: the engine reachable by our user only (private_engine.py), or on a 127.0.0.1
 # port any local user can reach (for a machine no one else uses, where namespaces are not allowed)
 LOCAL_ENGINES = ("private", "tcp")
+# object stores a lake or raw root may be on (what Sail, deltalake and pyarrow.fs read); any other
+# `scheme://` is refused, so a typo (`s4://`) is not taken for a folder or a store
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "abfss", "abfs", "az")
+# hosts of a Spark Connect server on this machine: its tasks read this machine's folders
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def check_store_url(url: str, what: str = "path") -> str:
+    """`url` when its scheme is an object store's and it names a bucket; else a TracelakeError."""
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in OBJECT_STORE_SCHEMES:
+        known = ", ".join(f"{s}://" for s in OBJECT_STORE_SCHEMES)
+        raise TracelakeError(
+            f"{what} {url}: unknown scheme '{scheme}://' (object stores: {known}; a local folder is a plain path)")
+    if not rest.strip("/"):
+        raise TracelakeError(f"{what} {url}: names no bucket or container")
+    return url
+
+
+def local_staging_for(lake_root: str) -> str:
+    """The default staging folder of a lake on object storage: a folder on this machine (archives
+    are unpacked and raw files copied there by this process, and read there by the engine), one
+    per lake, in the temp dir."""
+    digest = hashlib.sha256(lake_root.encode()).hexdigest()[:16]
+    return str(Path(tempfile.gettempdir()) / "tracelake-staging" / digest)
 
 
 @dataclass(frozen=True)
@@ -202,16 +227,38 @@ def utc_session_conf(spark_conf: Mapping[str, Any]) -> dict[str, str]:
     return {**conf, TIME_ZONE_KEY: SESSION_TIME_ZONE}
 
 
+def _engine_reads_local_files(merged: Mapping[str, Any]) -> bool:
+    """Whether the engine's tasks run on this machine (so a local staging folder is one they
+    read): the local profile, classic Spark on a local master, a Spark Connect server on this
+    machine's loopback."""
+    if merged["profile"] == "local":
+        return True
+    if merged["profile"] == "spark":
+        submitted = os.environ.get("MASTER") if os.environ.get("PYSPARK_GATEWAY_PORT") else None
+        return str(merged.get("master") or submitted or "local").startswith("local")
+    url = str(merged.get("connect_url") or "")
+    host = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)", url)
+    return bool(host) and host.group(1) in LOCAL_HOSTS
+
+
 def _build(merged: dict[str, Any]) -> Config:
     if not str(merged.get("lake_root") or "").strip():  # "" would resolve to the current folder
         raise TracelakeError("the lake path is empty: give a folder with --lake DIR, TRACELAKE_LAKE_ROOT or lake_root in conf")
     lake_root = str(merged["lake_root"])
-    if "://" not in lake_root:
+    if "://" in lake_root:
+        lake_root = check_store_url(lake_root.rstrip("/"), "lake")
+    else:
         lake_root = str(Path(lake_root).expanduser().resolve())
+    for source, root in (merged.get("raw_roots") or {}).items():
+        if "://" in str(root):
+            check_store_url(str(root), f"raw_roots.{source}")
     engine_root = ""
     if merged["profile"] == "local" and "://" not in lake_root:
         engine_root = engine_safe_path(Path(lake_root))
     staging = f"{engine_root or lake_root}/_staging"
+    if "://" in lake_root and _engine_reads_local_files(merged):
+        # the scratch of a run is written and read on this machine, never in the bucket
+        staging = local_staging_for(lake_root)
     if merged.get("staging_dir"):
         staging = str(merged["staging_dir"])
         if merged["profile"] == "local" and "://" not in staging:

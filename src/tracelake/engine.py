@@ -1,6 +1,7 @@
 """Session building for the three engine profiles; the only place that knows which engine runs.
 
-`local`   Sail in a child process whose port no other user can reach (private_engine.py), or,
+`local`   Sail in a child process whose port no other user can reach (private_engine.py; for a
+          lake on object storage it reaches the store through this process), or,
           with local_engine: tcp, inside this process on 127.0.0.1 with an ephemeral port.
 `spark`   classic PySpark with the Delta extension; reuses an active session (Databricks,
           spark-submit) and fails fast, naming the fix, when the Delta jars are missing.
@@ -202,7 +203,8 @@ def _start_local(config: Config) -> Engine:
         spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
     else:
         try:
-            server = private_engine.start()
+            # a lake on object storage: the engine reaches the store through this process
+            server = private_engine.start(egress="://" in config.lake_root)
         except private_engine.Unavailable as exc:
             raise TracelakeError(
                 f"cannot keep the local engine private ({exc}); on a machine no one else uses, "

@@ -10,7 +10,15 @@ only from a process of our own user (SO_PEERCRED). The client speaks gRPC to the
 The child ends when its parent does: it reads its stdin, a pipe only the parent holds, and exits
 at its end (a parent killed with -9 included). It ignores Ctrl-C: the parent handles it.
 
-`python -m tracelake.private_engine SOCKET` is the child; `start()` starts one, `session()` connects
+Its network has no way out. A lake on object storage needs one, so `start(egress=True)` gives the
+engine an HTTP proxy: inside the child, 127.0.0.1:<port> (HTTP_PROXY/HTTPS_PROXY, which Sail's
+object-store client honours) is relayed to a second Unix socket in the same 0700 folder, where
+the parent, in the machine's network, connects to the host the engine names (CONNECT for https,
+an absolute URL for plain http) and relays the bytes. Ingress stays as it was: no other user
+can reach the engine.
+
+`python -m tracelake.private_engine SOCKET [EGRESS_SOCKET]` is the child; `start()` starts one,
+`session()` connects
 (also to the socket of a child that `tracelake serve` started: `reachable()` says whether one answers).
 """
 
@@ -122,20 +130,55 @@ def _exit_with_parent(path: str) -> None:
     folder, and end (Sail's threads with us)."""
     while sys.stdin.buffer.read(4096):
         pass
-    for remove in (os.unlink, os.rmdir):
+    folder = os.path.dirname(path)
+    for remove, target in ((os.unlink, path), (os.unlink, os.path.join(folder, EGRESS_NAME)), (os.rmdir, folder)):
         try:
-            remove(path)
+            remove(target)
         except OSError:
             pass
-        path = os.path.dirname(path)
     os._exit(0)
 
 
-def child_main(path: str) -> None:
+def _egress_into(listener: socket.socket, egress_path: str) -> None:
+    """Inside the child: each connection to the proxy port relayed to the parent's egress socket."""
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=_relay_to_unix, args=(conn, egress_path), daemon=True).start()
+
+
+def _relay_to_unix(client: socket.socket, path: str) -> None:
+    with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as parent:
+        try:
+            parent.connect(path)
+        except OSError:
+            return
+        back = threading.Thread(target=_pump, args=(parent, client), daemon=True)
+        back.start()
+        _pump(client, parent)
+        back.join()
+
+
+def _open_egress(egress_path: str) -> None:
+    """Listen for the engine's proxy connections on the child's own loopback; point the engine's
+    HTTP clients at it (before the engine starts, which reads the variables)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    proxy = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        os.environ[name] = proxy
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        os.environ.pop(name, None)
+    threading.Thread(target=_egress_into, args=(listener, egress_path), daemon=True).start()
+
+
+def child_main(path: str, egress_path: str | None = None) -> None:
     """Serve, or say in one line on stdout why not (never a traceback: the parent may be gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _own_network()
+        if egress_path:
+            _open_egress(egress_path)
         import pyspark  # noqa: F401 - Sail imports it with the first session: 0.2 s the client would wait for
         from pysail.spark import SparkConnectServer
 
@@ -153,13 +196,104 @@ def child_main(path: str) -> None:
 # ---------------------------------------------------------------- the parent
 
 
-class PrivateServer:
-    """A running child: its socket path and the pipe whose end stops it."""
+EGRESS_NAME = "egress.sock"
+EGRESS_HEAD_LIMIT = 1 << 16
+EGRESS_CONNECT_TIMEOUT_S = 10.0
 
-    def __init__(self, process: subprocess.Popen, socket_path: Path) -> None:
-        self.process, self.socket_path = process, socket_path
+
+def _target(first_line: str) -> tuple[str, int, bool] | None:
+    """(host, port, is CONNECT) of a proxy request line, None when it is not one."""
+    parts = first_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return None
+    method, target = parts[0], parts[1]
+    if method == "CONNECT":
+        host, _, port = target.rpartition(":")
+        return (host.strip("[]"), int(port), True) if host and port.isdigit() else None
+    if not target.startswith("http://"):
+        return None
+    authority = target[len("http://"):].split("/", 1)[0]
+    host, sep, port = authority.rpartition(":")
+    if not sep or not port.isdigit() or "]" in port:
+        host, port = authority, "80"
+    return host.strip("[]"), int(port), False
+
+
+def _proxy(conn: socket.socket) -> None:
+    """One proxy connection of the engine: the request head read, the host it names reached from
+    this process's network, the bytes relayed both ways (a plain-http connection stays with the
+    host of its first request: the engine's object-store client keeps one endpoint)."""
+    with conn:
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < EGRESS_HEAD_LIMIT:
+            chunk = conn.recv(RELAY_CHUNK)
+            if not chunk:
+                return
+            head += chunk
+        try:
+            target = _target(head.split(b"\r\n", 1)[0].decode("latin-1"))
+        except ValueError:
+            target = None
+        if target is None:
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            return
+        host, port, tunnel = target
+        try:
+            upstream = socket.create_connection((host, port), timeout=EGRESS_CONNECT_TIMEOUT_S)
+        except OSError:
+            conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+            return
+        with upstream:
+            upstream.settimeout(None)
+            if tunnel:
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                rest = head.split(b"\r\n\r\n", 1)[1]
+            else:
+                rest = head
+            if rest:
+                upstream.sendall(rest)
+            back = threading.Thread(target=_pump, args=(upstream, conn), daemon=True)
+            back.start()
+            _pump(conn, upstream)
+            back.join()
+
+
+def _serve_egress(listener: socket.socket) -> None:
+    me = os.geteuid()
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:  # closed: the engine stopped
+            return
+        if _peer_uid(conn) != me:
+            conn.close()
+            continue
+        threading.Thread(target=_proxy, args=(conn,), daemon=True).start()
+
+
+def _egress_listener(folder: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(str(folder / EGRESS_NAME))
+    finally:
+        os.umask(old)
+    listener.listen(64)
+    threading.Thread(target=_serve_egress, args=(listener,), daemon=True).start()
+    return listener
+
+
+class PrivateServer:
+    """A running child: its socket path and the pipe whose end stops it (and the parent's end of
+    its way out, when it has one)."""
+
+    def __init__(self, process: subprocess.Popen, socket_path: Path, egress: socket.socket | None = None) -> None:
+        self.process, self.socket_path, self.egress = process, socket_path, egress
 
     def stop(self) -> None:
+        if self.egress is not None:
+            self.egress.close()
+            self.egress = None
         if self.process.poll() is None:
             try:
                 self.process.stdin.close()
@@ -180,17 +314,20 @@ def _socket_folder() -> Path:
     return Path(tempfile.mkdtemp(prefix="tracelake-engine-", dir="/tmp"))
 
 
-def start() -> PrivateServer:
+def start(egress: bool = False) -> PrivateServer:
     """Start the child and wait until it serves (importing the client meanwhile: each takes
-    about 0.3 s); Unavailable with the child's reason when it cannot make its private network."""
+    about 0.3 s); Unavailable with the child's reason when it cannot make its private network.
+    With `egress`, the engine reaches other hosts through this process (an object store)."""
     folder = _socket_folder()
+    egress_listener = _egress_listener(folder) if egress else None
     package_root = str(Path(__file__).resolve().parents[1])  # where `tracelake` was imported from
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "tracelake.private_engine", str(folder / SOCKET_NAME)],
+        [sys.executable, "-m", "tracelake.private_engine", str(folder / SOCKET_NAME),
+         *([str(folder / EGRESS_NAME)] if egress else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True, env=env,
     )
-    server = PrivateServer(process, folder / SOCKET_NAME)
+    server = PrivateServer(process, folder / SOCKET_NAME, egress_listener)
     try:
         import pyspark.sql.connect.session  # noqa: F401
 
@@ -248,4 +385,4 @@ def session(server: PrivateServer | Path):
 
 
 if __name__ == "__main__":
-    child_main(sys.argv[1])
+    child_main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

@@ -401,9 +401,15 @@ CASES = [
     Case("itp_member_name_ends_in_a_newline", itp(good_itp(2), member="cluster02.csv\n"), 2,
          "raw-traces.tar.gz: unexpected CSV member 'cluster02.csv\\n' (want clusterNN.csv)"),
     Case("itp_archive_crc_does_not_match", _archive_crc_flipped, 2, "truncated or corrupt archive (CRC check failed"),
-    Case("itp_object_store_lake_without_a_staging_folder",
-         lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--lake", "s3://nobucket/lake"]], 2,
-         "staging folder s3://nobucket/lake/_staging is a URL: an ingest unpacks raw files there"),
+    Case("itp_staging_folder_is_a_url",
+         lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--conf", "staging_dir=s3://nobucket/staging"]], 2,
+         "staging folder s3://nobucket/staging is a URL: an ingest unpacks raw files there"),
+    Case("itp_lake_url_scheme_typo",
+         lambda raw: [["ingest", "itp", "--raw", str(_itp_archive(raw)), "--lake", "s4://bucket/lake"]], 2,
+         "lake s4://bucket/lake: unknown scheme 's4://' (object stores: s3://, s3a://, gs://, abfss://, abfs://, az://; "
+         "a local folder is a plain path)"),
+    Case("itp_raw_url_scheme_typo", lambda raw: [["ingest", "itp", "--raw", "s4://bucket/raw"]], 2,
+         "raw folder s4://bucket/raw: unknown scheme 's4://'"),
     Case("itp_lake_path_is_under_a_file", _lake_under_a_file, 2, "is not writable: Not a directory"),
     # ---- Zeus
     Case("zeus_non_finite_numbers", zeus([TRAIN_ROW], [

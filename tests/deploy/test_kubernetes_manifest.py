@@ -12,7 +12,7 @@ import yaml
 
 MANIFEST = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes" / "sail-cluster.yaml"
 VALUES = {"NAMESPACE": "tl-test", "SAIL_IMAGE": "example/sail:9", "TRACELAKE_IMAGE": "example/tracelake:9",
-          "LAKE_ROOT": "s3://bucket/lake", "RAW_ROOT": "/data/raw", "SOURCE": "itp"}
+          "LAKE_ROOT": "s3://bucket/lake", "RAW_ROOT": "s3://bucket/raw", "SOURCE": "itp"}
 
 
 def test_every_placeholder_is_a_parameter_and_the_documents_parse():
@@ -30,6 +30,9 @@ def test_every_placeholder_is_a_parameter_and_the_documents_parse():
     assert service["type"] == "ClusterIP" and "nodePort" not in str(service)
     job = by_kind["Job"]["spec"]["template"]["spec"]["containers"][0]
     assert job["image"] == "example/tracelake:9"
-    assert job["args"][:6] == ["ingest", "itp", "--raw", "/data/raw/itp", "--lake", "s3://bucket/lake"]
+    assert job["args"][:6] == ["ingest", "itp", "--raw", "s3://bucket/raw/itp", "--lake", "s3://bucket/lake"]
+    # the lake and raw in a bucket; the keys from the Secret, in the engine's and the Job's environment
+    for container in (server, job):
+        assert {"secretRef": {"name": "lake-credentials", "optional": True}} in container["envFrom"]
     assert "sc://sail-spark-server.tl-test.svc:50051" in job["args"]
     assert not re.search(r"(?i)(aws_secret_access_key|password|token)\s*[:=]", text)  # no credential in the file

@@ -11,6 +11,8 @@ from tracelake.api.contract import Derived, TableInput
 
 Plan = Callable[[Path, Path], list[TableInput]]  # (raw folder, run's staging folder) -> inputs
 BatchPlan = Callable[[Path, Path, str], list[TableInput]]  # … and the batches asked for (`--hours`)
+# (a raw file's path relative to the raw folder, the batches asked for) -> whether plan_batches reads it
+BatchFiles = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Source:
     raw files in the release's format; one that takes `reference` is given the release folder
     to copy real parts of). The registry finds it by its name, without this declaration: a
     source package builds `SOURCE` on first use, so `generate` loads no engine library.
+    - `batch_files`: which raw files `plan_batches` reads, by relative path; a raw folder on
+      object storage copies only those (default: every file).
     """
 
     name: str
@@ -39,3 +43,4 @@ class Source:
     batch_by: str | None = None
     plan_batches: BatchPlan | None = None
     report: str | None = None
+    batch_files: BatchFiles | None = None

@@ -124,10 +124,12 @@ def _config(args: argparse.Namespace):
     )
 
 
-def _require_lake(config) -> None:
+def _require_lake(config, stored: bool | None = None) -> None:
     """A command that reads the lake stops on a path with none, instead of printing an empty
-    listing with exit 0 (a typo in --lake looked like an empty lake)."""
-    if "://" not in config.lake_root and not os.path.isdir(config.lake_root):
+    listing with exit 0 (a typo in --lake looked like an empty lake). `stored`: whether an
+    object-store lake holds anything (objectstore.check_reachable)."""
+    missing = stored is False if "://" in config.lake_root else not os.path.isdir(config.lake_root)
+    if missing:
         raise TracelakeError(f"no lake at {config.lake_root} (run `tracelake ingest` first, or check --lake)")
 
 
@@ -149,14 +151,25 @@ def _start(config) -> Any:
 
 
 @contextlib.contextmanager
-def _engine(args: argparse.Namespace, need_lake: bool = False) -> Iterator[Any]:
+def _engine(args: argparse.Namespace, need_lake: bool = False, raw: str | None = None) -> Iterator[Any]:
     """The engine and config; with `need_lake`, only over an existing lake (checked once the
-    engine is up, so an engine that cannot start says so first)."""
+    engine is up, so an engine that cannot start says so first). A lake (or `raw`) on object
+    storage is checked before the engine starts: a missing bucket, refused credentials or an
+    endpoint that does not answer stop in seconds, not after the engine's retries."""
+    from tracelake.io import objectstore
+
     config = _config(args)
+    stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
+    if need_lake and stored is False:  # known already: no engine start to say so
+        _require_lake(config, stored)
+    if objectstore.is_url(raw):  # copied to local staging by this process: the engine never reads the URL
+        from tracelake.config import check_store_url
+
+        objectstore.check_reachable(check_store_url(str(raw), "raw folder"))
     engine = _start(config)
     try:
         if need_lake:
-            _require_lake(config)
+            _require_lake(config, stored)
         yield engine, config
     except KeyboardInterrupt as exc:
         # no session stop: the client's release-session retries can hang; committed versions
@@ -269,6 +282,9 @@ def _default_raw(args: argparse.Namespace) -> str:
     if not configured:
         raise TracelakeError(f"no --raw given and no default raw folder for '{args.source}' "
                              f"(conf raw_roots.{args.source}): pass --raw DIR")
+    if "://" in configured:  # an object-store folder: its reachability is checked before the engine starts
+        _tell(f"no --raw given: reading {args.source} from {configured} (conf raw_roots.{args.source})")
+        return configured
     path = os.path.abspath(os.path.expanduser(configured))
     if not os.path.isdir(path):
         raise TracelakeError(f"no --raw given, and the default raw folder for '{args.source}' (conf raw_roots."
@@ -281,7 +297,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from tracelake.run.pipeline import run_ingest
 
     raw = args.raw if args.raw is not None else _default_raw(args)
-    with _engine(args) as (engine, config), _progress() as progress:
+    with _engine(args, raw=raw) as (engine, config), _progress() as progress:
         stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours)
     _print_stats(stats)
     return 0

@@ -129,8 +129,14 @@ def _slowest(engine: Engine) -> list[str]:
     return out
 
 
+def _local_home(config: Config) -> Path:
+    """Where the demo's generated raw files and its report go: beside the lake, or for a lake on
+    object storage in its staging folder on this machine (one per lake)."""
+    return Path(config.staging_dir) / "demo" if "://" in config.lake_root else Path(config.lake_root)
+
+
 def run_demo(engine: Engine, config: Config, step: Step) -> DemoSummary:
-    work = Path(config.lake_root) / "_demo_raw"
+    work = _local_home(config) / "_demo_raw"
     plan = [
         ("itp", _itp_dir(config, work)),
         ("zeus", _zeus_dir(config, work)),
@@ -140,7 +146,7 @@ def run_demo(engine: Engine, config: Config, step: Step) -> DemoSummary:
     stats: list[TableStats] = []
     for source, (raw_dir, _) in plan:
         stats += run_ingest(engine, config, source, str(raw_dir), step)
-    report_dir = Path(config.lake_root) / "_report"
+    report_dir = _local_home(config) / "_report"
     from tracelake.app.report import build_report
 
     with step("report: figures and HTML"):

@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
+from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema
 
 # (session, table name) -> location registered in that session's catalog
@@ -58,7 +59,10 @@ def register(spark: SparkSession, config: Config, layer: str, table: str) -> Non
 
 
 def list_lake_tables(config: Config) -> list[tuple[str, str]]:
-    """(layer, table) for every Delta table under a local lake root."""
+    """(layer, table) for every Delta table under the lake root: a local folder, or an object
+    store listed through the store itself (io.objectstore)."""
+    if "://" in config.lake_root:
+        return _listed_tables(config.lake_root)
     root = Path(config.lake_root)
     found = []
     for layer in LAYERS:
@@ -69,11 +73,32 @@ def list_lake_tables(config: Config) -> list[tuple[str, str]]:
                 if not log.is_dir():
                     continue
                 if not any(log.glob("*.json")) and not any(log.glob("*.checkpoint.parquet")):
-                    # a killed first write or a copy gone wrong: skip it, so it breaks no other table
-                    print(f"tracelake: warning: {layer}.{child.name} is not a table ({log} holds no commit); "
-                          "re-ingest its source or remove the folder", file=sys.stderr)
+                    _not_a_table(layer, child.name, str(log))
                     continue
                 found.append((layer, child.name))
+    return found
+
+
+def _not_a_table(layer: str, table: str, log: str) -> None:
+    # a killed first write or a copy gone wrong: skip it, so it breaks no other table
+    print(f"tracelake: warning: {layer}.{table} is not a table ({log} holds no commit); "
+          "re-ingest its source or remove the folder", file=sys.stderr)
+
+
+def _listed_tables(root: str) -> list[tuple[str, str]]:
+    found = []
+    layers = set(objectstore.list_dirs(root))
+    for layer in LAYERS:
+        if layer not in layers:
+            continue
+        for table in objectstore.list_dirs(f"{root}/{layer}"):
+            log = f"{root}/{layer}/{table}/_delta_log"
+            names = [rel for rel, _ in objectstore.list_files(log) if "/" not in rel]
+            if not any(n.endswith(".json") or n.endswith(".checkpoint.parquet") for n in names):
+                if names:  # a log without a commit; no log at all is no table
+                    _not_a_table(layer, table, log)
+                continue
+            found.append((layer, table))
     return found
 
 

@@ -6,8 +6,18 @@ queue on an OS file lock (`<lake>/_locks/write.lock`, released by the kernel eve
 killed). The lock covers the whole lake because derived tables (silver.jobs, …) are written by
 every source's ingest; `maintain --optimize/--vacuum` takes it too (its commits would otherwise
 win a race against an ingest's, stopping the ingest between its bronze and silver commits, and a
-vacuum could remove files an ingest has staged). Object-store lakes (s3://, abfss://) have no such lock: there, concurrent
-writers rely on Delta's commit conflicts, and the loser fails with a message that says to retry.
+vacuum could remove files an ingest has staged).
+
+An object store has no file locks and S3 no atomic rename. There the lock is an object,
+`<lake>/_locks/write.lock`, created with a conditional write (If-None-Match: the store refuses to
+create an object that exists): a second writer finds it there and stops at once with a line
+naming the run that holds it (host, pid, start), instead of racing the first one's MERGEs. The
+holder deletes it when its run ends, failed or not. A run killed with -9 leaves it: the next run
+on the same machine sees that its holder no longer runs and takes it over with a second
+conditional write (If-Match on the ETag it read, so of two such runs one wins); one left by a
+machine that is gone must be deleted by hand, as the message says. A store without conditional writes is
+refused. (The engine's own commits are conditional too: Sail and deltalake write each
+`_delta_log` version only where none exists.)
 """
 
 from __future__ import annotations
@@ -15,12 +25,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
+from tracelake.io import objectstore
 
 LOCK_WAIT_S = 6 * 3600.0  # a queued scheduler run waits for the one before it, up to this long
 
@@ -40,7 +54,8 @@ def lake_write_lock(
     """Hold the lake's write lock for the block; waits (telling `on_wait` once) while another
     run holds it, and fails with a clear line after `wait_s`."""
     if "://" in config.lake_root:
-        yield
+        with _object_lock(config.lake_root):
+            yield
         return
     locks = Path(config.lake_root) / "_locks"
     try:
@@ -75,3 +90,62 @@ def lake_write_lock(
             handle.seek(0)
             handle.truncate()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _machine() -> str:
+    """This kernel boot and PID namespace: where a holder's pid can be checked."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        pids = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{pids}"
+
+
+HOLDER = re.compile(r"pid (\d+) on (\S+) since (\S+) \[(.*)\]")
+
+
+def _gone(held: str) -> bool:
+    """Whether the holder named in a lock object was a process of this machine (same boot, same
+    PID namespace) that no longer runs: a run killed with -9 here."""
+    found = HOLDER.fullmatch(held)
+    if not found or not found.group(4) or found.group(4) != _machine():
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
+
+
+@contextlib.contextmanager
+def _object_lock(lake_root: str) -> Iterator[None]:
+    """The lake's lock object, created only when none exists (If-None-Match); removed when the
+    block ends. One left by a run killed on this machine is taken over, conditionally
+    (If-Match on the ETag read), so of two runs finding it only one gets it."""
+    url = f"{lake_root.rstrip('/')}/_locks/write.lock"
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    holder = f"pid {os.getpid()} on {socket.gethostname()} since {since} [{_machine()}]".encode()
+    if not objectstore.create_exclusive(url, holder):
+        found = objectstore.read_versioned(url)
+        held = (found[0] if found else b"").decode(errors="replace").strip()
+        taken = False
+        if found is None:  # released between the two calls
+            taken = objectstore.create_exclusive(url, holder)
+        elif _gone(held) and found[1]:
+            taken = objectstore.replace_if_unchanged(url, found[1], holder)
+            if taken:
+                print(f"tracelake: took over the lake's lock from a run that no longer runs ({held.split(' [')[0]})",
+                      file=sys.stderr)
+        if not taken:
+            raise TracelakeError(
+                f"another run (ingest or maintain) is writing the lake at {lake_root} "
+                f"({held.split(' [')[0] or 'another run'}); retry when it ends "
+                f"(a run that was killed on another machine leaves {url} behind: delete it once no run is writing)"
+            )
+    try:
+        yield
+    finally:
+        objectstore.delete_object(url)

@@ -34,8 +34,9 @@ class Run:
     @classmethod
     def new(cls, config: Config) -> Run:
         """A run's identity and its staging folder, which must be a folder: this process unpacks
-        raw files there and the engine reads them (a URL such as the default <lake>/_staging of an
-        s3:// lake would become a local folder named `s3:/…`)."""
+        raw files there and the engine reads them (a URL, such as <lake>/_staging of an s3:// lake
+        served by a remote engine, would become a local folder named `s3:/…`; with an engine on
+        this machine such a lake stages in a local folder by default, config.local_staging_for)."""
         if "://" in config.staging_dir:
             raise TracelakeError(
                 f"staging folder {config.staging_dir} is a URL: an ingest unpacks raw files there, so it must be "

@@ -16,11 +16,12 @@ from pathlib import Path
 from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.api.source import Source
 from tracelake.api.tables import INPUTS_RECORD, read_inputs
-from tracelake.config import Config
+from tracelake.config import Config, check_store_url
 from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
+from tracelake.io import objectstore
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
@@ -28,10 +29,17 @@ from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, generated_names, get_source
 
 
-def raw_dir_for(config: Config, source: str, raw: str | None) -> Path:
+def raw_dir_for(config: Config, source: str, raw: str | None) -> Path | str:
+    """The raw folder: a local Path, or an object-store URL as given (never through pathlib,
+    which would make `s3://b/p` into `s3:/b/p`)."""
     chosen = raw or config.raw_roots.get(source)
     if not chosen:
         raise TracelakeError(f"no raw folder for '{source}': pass --raw DIR")
+    if objectstore.is_url(chosen):
+        url = check_store_url(str(chosen).rstrip("/"), "raw folder")
+        if not objectstore.check_reachable(url):
+            raise TracelakeError(f"raw folder {url} does not exist (nothing is stored under it)")
+        return url
     path = Path(chosen).expanduser()
     if path.exists() and not path.is_dir():
         raise TracelakeError(f"raw folder {path} is a file, not a folder: pass the folder that holds the source's files")
@@ -63,13 +71,13 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     return stale
 
 
-def record_inputs(config: Config, raw_dir: Path, inputs: list[TableInput]) -> None:
+def record_inputs(config: Config, raw_dir: Path | str, inputs: list[TableInput]) -> None:
     """Note in the lake where each bronze table of the run came from and whether its files are
     synthetic (written by `tracelake generate`: registry.generated_names), for the report's
     labels (read_inputs)."""
     if "://" in config.lake_root:
         return
-    generated = generated_names(raw_dir)
+    generated = [] if isinstance(raw_dir, str) else generated_names(raw_dir)  # a URL: its copy was read
 
     def synthetic(name: str) -> bool:
         base = name.split("!", 1)[0]
@@ -77,7 +85,7 @@ def record_inputs(config: Config, raw_dir: Path, inputs: list[TableInput]) -> No
 
     record = read_inputs(config)
     for item in inputs:
-        record[item.table] = {"raw": str(Path(raw_dir).resolve()),
+        record[item.table] = {"raw": raw_dir if isinstance(raw_dir, str) else str(Path(raw_dir).resolve()),
                               "synthetic": any(synthetic(f.name) for f in item.files)}
     path = Path(config.lake_root) / INPUTS_RECORD
     temp = path.with_name(f".{INPUTS_RECORD}.tmp")
@@ -85,12 +93,22 @@ def record_inputs(config: Config, raw_dir: Path, inputs: list[TableInput]) -> No
     temp.replace(path)
 
 
-def _plan(source: Source, raw_dir: Path, staging: Path, batch: str | None) -> list[TableInput]:
-    """The source's inputs; with `batch` (`--hours`) only those batches', where it has any."""
+def _plan(source: Source, raw_dir: Path | str, staging: Path, batch: str | None) -> list[TableInput]:
+    """The source's inputs; with `batch` (`--hours`) only those batches', where it has any. A raw
+    folder on object storage is copied to the run's staging folder first (only the files the
+    batches need), and planned there as a local one; errors name the URL, not the copy."""
+    if batch is not None and source.plan_batches is None:
+        raise TracelakeError(f"--hours applies to sources with hour folders, not '{source.name}'")
+    if isinstance(raw_dir, str):
+        local = staging / "raw"
+        wanted = (lambda rel: source.batch_files(rel, batch)) if batch is not None and source.batch_files else None
+        objectstore.download(raw_dir, local, wanted or (lambda rel: True))
+        try:
+            return _plan(source, local, staging, batch)
+        except TracelakeError as exc:
+            raise type(exc)(str(exc).replace(str(local), raw_dir)) from exc
     if batch is None:
         return source.plan(raw_dir, staging)
-    if source.plan_batches is None:
-        raise TracelakeError(f"--hours applies to sources with hour folders, not '{source.name}'")
     return source.plan_batches(raw_dir, staging, batch)
 
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracelake.sources.zhejiang.layout import HOUR, parse_hours
+from tracelake.sources.zhejiang.layout import HOUR, TRAFFIC, parse_hours
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -41,12 +42,21 @@ def plan_hours(raw_dir: Path, staging: Path, hours: str) -> list[TableInput]:
     return [item for part in _parts()[1] for item in part.plan(raw_dir, staging, chosen)]
 
 
+def hour_files(relative: str, hours: str) -> bool:
+    """Whether `plan_hours(…, hours)` reads the raw file at `relative`: traffic of those hours."""
+    parts = relative.split("/")
+    return len(parts) > 2 and parts[0] == TRAFFIC and parts[1] in _hours(hours)
+
+
+_hours = functools.lru_cache(maxsize=4)(parse_hours)
+
+
 def _declare() -> Source:
     from tracelake.api.source import Source
 
     derived = tuple(entry for part in _parts()[0] for entry in part.DERIVED)
     return Source("zhejiang", plan, derived, batch_by=HOUR, plan_batches=plan_hours,
-                  report="tracelake.sources.zhejiang.report")
+                  batch_files=hour_files, report="tracelake.sources.zhejiang.report")
 
 
 def __getattr__(name: str):
