@@ -5,6 +5,7 @@ deltalake, obstore) take only with AWS_ALLOW_HTTP=true."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,6 +87,29 @@ def wait_for_port(process: subprocess.Popen, port: int) -> None:
                 process.kill()
                 raise RuntimeError(f"moto_server did not start on port {port}") from None
             time.sleep(0.1)
+
+
+WRONG_SECRET = "wrong-secret-value-42"
+
+
+@contextlib.contextmanager
+def server_refusing_keys() -> Iterator[dict[str, str]]:
+    """A moto server that checks signatures (INITIAL_NO_AUTH_ACTION_COUNT=0: every key is then
+    unknown to it, as a wrong key is to S3), stopped by PID; yields the AWS_* settings of a
+    client with a wrong key (WRONG_SECRET)."""
+    if moto_server_command() is None:
+        pytest.skip("moto_server not installed (pip install -e '.[test]' brings moto[server])")
+    port = free_port()
+    server = subprocess.Popen([moto_server_command(), "-H", "127.0.0.1", "-p", str(port)],
+                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(server, port)
+        yield {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG",
+               "AWS_SECRET_ACCESS_KEY": WRONG_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    finally:
+        os.kill(server.pid, signal.SIGTERM)
+        server.wait()
 
 
 def start_s3_server() -> S3Server:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from s3kit import free_port, moto_server_command, wait_for_port
+from s3kit import WRONG_SECRET, free_port, server_refusing_keys
 
 from tracelake.run.registry import generate
 
@@ -62,26 +62,13 @@ def test_endpoint_that_does_not_answer(s3_server, itp_raw):
 
 
 def test_refused_credentials():
-    """moto checks signatures only when asked (INITIAL_NO_AUTH_ACTION_COUNT=0); then every key is
-    unknown to it, as a wrong key is to S3."""
-    if moto_server_command() is None:
-        pytest.skip("moto_server not installed (pip install -e '.[test]' brings moto[server])")
-    port = free_port()
-    server = subprocess.Popen([moto_server_command(), "-H", "127.0.0.1", "-p", str(port)],
-                              env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        wait_for_port(server, port)
-        secret = "wrong-secret-value-42"
-        env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG",
-               "AWS_SECRET_ACCESS_KEY": secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    """Every key is unknown to a server that checks signatures, as a wrong key is to S3."""
+    with server_refusing_keys() as keys:
+        env = {**os.environ, **keys}
         for command in (["tables"], ["maintain", "--optimize"], ["report", "--out", "/nonexistent/report"]):
-            assert one_line(tracelake(env, *command, "--lake", "s3://some-bucket/lake"), secret) == (
+            assert one_line(tracelake(env, *command, "--lake", "s3://some-bucket/lake"), WRONG_SECRET) == (
                 "tracelake: error: cannot use s3://some-bucket/lake: access denied: check the credentials "
                 "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, an instance role, or AZURE_STORAGE_*)")
-    finally:
-        os.kill(server.pid, 15)
-        server.wait()
 
 
 @pytest.mark.e2e  # starts an engine: the end-to-end set

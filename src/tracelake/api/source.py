@@ -32,7 +32,7 @@ class Source:
     A source's generator is its `synth` module (`generate(out, scale, seed, **options)` writes
     raw files in the release's format; one that takes `reference` is given the release folder
     to copy real parts of). The registry finds it by its name, without this declaration: a
-    source package builds `SOURCE` on first use, so `generate` loads no engine library.
+    source package's `declare()` builds it on first use, so `generate` loads no engine library.
     - `batch_files`: which raw files `plan_batches` reads, by relative path; a raw folder on
       object storage copies only those (default: every file).
     """

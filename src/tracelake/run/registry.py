@@ -1,9 +1,10 @@
-"""Finds every source's declaration (`SOURCE` in each package under tracelake.sources) and the
+"""Finds every source's declaration (`declare()` or `SOURCE` in each package under tracelake.sources) and the
 cross-trace one, and answers from them: plans, derived tables, generators and report pages.
 Sources are imported by name at run time, so nothing in the kernel imports a source."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -29,12 +30,18 @@ def source_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
+@functools.cache
 def _declared(module: str) -> Source:
+    """A package's `SOURCE`, or what its `declare()` returns (built once, on first use, so that
+    importing the package, as `generate` does, loads no engine library)."""
     from tracelake.api.source import Source
 
-    source = getattr(importlib.import_module(module), "SOURCE", None)
+    package = importlib.import_module(module)
+    source = getattr(package, "SOURCE", None)
+    if source is None and callable(getattr(package, "declare", None)):
+        source = package.declare()
     if not isinstance(source, Source):
-        raise TracelakeError(f"{module} declares no SOURCE (tracelake.api.source.Source)")
+        raise TracelakeError(f"{module} declares no SOURCE or declare() (tracelake.api.source.Source)")
     return source
 
 

@@ -1,7 +1,7 @@
 """One package per trace source: `tracelake.sources.<name>` holds everything of that source.
 
-    __init__.py   SOURCE = api.source.Source(name, plan, derived, batch_by, report, …), built on
-                  first use (module __getattr__): importing the package loads no engine library
+    __init__.py   declare() -> api.source.Source(name, plan, derived, batch_by, report, …),
+                  called on first use: importing the package loads no engine library
     <parsers>.py  raw files -> the parser contract (tracelake.io.parse.finish)
     transforms    pure DataFrame -> DataFrame functions for its derived tables
     synth         generate(out_dir, scale, seed, **options): files in the source's exact format
@@ -9,6 +9,6 @@
     report.py     render(engine, config, out_dir) -> api.section.Section | None (optional)
 
 A source imports tracelake.api and tracelake.io (and errors, config, schema), never the run, the
-Delta layer or another source; tracelake.run.registry finds it by its SOURCE (cross-trace tables:
+Delta layer or another source; tracelake.run.registry finds it by its declare() (cross-trace tables: SOURCE in
 tracelake.crosstrace).
 """

@@ -26,18 +26,11 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
                          "AcmeTrace files (trace_seren.csv, trace_kalos.csv, utilization CSVs)")
 
 
-def _declare() -> Source:
+def declare() -> Source:
+    """This source's declaration, built when the registry first asks (the package's top
+    imports nothing heavy)."""
     from tracelake.api.source import Source
 
     # silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
     return Source("acme", plan)
-
-
-def __getattr__(name: str):
-    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
-    synth) loads no engine library."""
-    if name == "SOURCE":
-        globals()["SOURCE"] = source = _declare()
-        return source
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

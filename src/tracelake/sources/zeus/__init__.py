@@ -75,7 +75,9 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     return inputs
 
 
-def _declare() -> Source:
+def declare() -> Source:
+    """This source's declaration, built when the registry first asks (the package's top
+    imports nothing heavy)."""
     from tracelake.api.contract import derived
     from tracelake.api.source import Source
     from tracelake.sources.zeus.transforms import time_energy_to_accuracy
@@ -83,13 +85,4 @@ def _declare() -> Source:
     return Source("zeus", plan, (
         derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power")),
     ))
-
-
-def __getattr__(name: str):
-    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
-    synth) loads no engine library."""
-    if name == "SOURCE":
-        globals()["SOURCE"] = source = _declare()
-        return source
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

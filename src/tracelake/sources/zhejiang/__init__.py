@@ -51,19 +51,12 @@ def hour_files(relative: str, hours: str) -> bool:
 _hours = functools.lru_cache(maxsize=4)(parse_hours)
 
 
-def _declare() -> Source:
+def declare() -> Source:
+    """This source's declaration, built when the registry first asks (the package's top
+    imports nothing heavy)."""
     from tracelake.api.source import Source
 
     derived = tuple(entry for part in _parts()[0] for entry in part.DERIVED)
     return Source("zhejiang", plan, derived, batch_by=HOUR, plan_batches=plan_hours,
                   batch_files=hour_files, report="tracelake.sources.zhejiang.report")
-
-
-def __getattr__(name: str):
-    """`SOURCE` is declared on first use: importing this package (as `generate` does for its
-    synth) loads no engine library."""
-    if name == "SOURCE":
-        globals()["SOURCE"] = source = _declare()
-        return source
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
