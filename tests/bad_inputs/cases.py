@@ -201,6 +201,21 @@ def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
             ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
 
 
+def _minutes_delivered_again_next_hour(raw: Path) -> list[list[str]]:
+    """Hour 01's folder holds the last 150 s of hour 00's polls again (a collector's retry) and
+    3 polls of its own; hour 01 is ingested first, then hour 00: the copies become `repeated`
+    and no byte is counted twice, as in the other orders."""
+    polls = port_rows("FourHundredGigE1/0/40", [10**9] * 403).splitlines()  # the header, then polls 1-403
+    for hour, lines in (("2024052400", polls[:401]), ("2024052401", [polls[0], *polls[101:]])):
+        target = raw / "trafficinfo" / hour / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+        target.parent.mkdir(parents=True)
+        target.write_text("\n".join(lines) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw), "--hours", "2024052401"],
+            ["ingest", "zhejiang", "--raw", str(raw), "--hours", "2024052400"],
+            ["query", "SELECT hour_cst, status, count(*) AS n, round(sum(in_bytes_per_s * interval_s)) AS bytes "
+                      "FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
+
+
 def _one_poll_twice(differ: bool):
     """Leaf-1_40.csv with its third poll delivered twice, at the end of the file: the same values
     (a re-delivery: kept once, the copy counted as repeated and named in a warning), or another
@@ -555,6 +570,10 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("zj_minutes_of_polls_delivered_again_in_the_next_hour", _minutes_delivered_again_next_hour, 0,
+         stdout="hour_cst,status,n,bytes\n2024052400,first,1,\n2024052400,update,399,399000000000.0\n"
+                "2024052401,repeated,300,\n2024052401,update,3,3000000000.0\n",
+         rows={"bronze/zj_port_counters": 703, "silver/zj_port_rates": 703}, read={"zj_port_counters": 703}),
     Case("zj_one_poll_delivered_twice_is_kept_once", _one_poll_twice(differ=False), 0,
          stdout="repeated_rows: 1 rows repeat an earlier row of their file exactly",
          rows={"bronze/zj_port_counters": 4, "silver/zj_port_rates": 4}, read={"zj_port_counters": 4}),
