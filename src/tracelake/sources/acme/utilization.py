@@ -43,22 +43,27 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.staging import stage, write_staged
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID
+from tracelake.io.staging import Checked, stage, write_staged
 from tracelake.io.text import RawFile, quoted_content, regular_file
 from tracelake.schema import TableSchema
+from tracelake.sources.acme import unpivot, widepass
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
     Repeats,
@@ -71,6 +76,8 @@ from tracelake.sources.acme.unpivot import (
     split_lines,
     wide_to_long,
 )
+
+log = logging.getLogger(__name__)
 
 UTILIZATION_TABLE = "bronze.acme_utilization"
 POWER_TABLE = "bronze.acme_power"
@@ -207,7 +214,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     _one_per_series(power, ("cluster", "kind"))
     inputs = []
     if metrics:
-        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization, staging=staging)))
+        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization_files, staging=staging)))
     if power:
         inputs.append(TableInput(POWER_TABLE, power, partial(parse_power, staging=staging)))
     return inputs
@@ -369,20 +376,154 @@ UTILIZATION_HEADER = (
 )
 
 
-def parse_utilization(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
-) -> DataFrame:
-    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract).
-    A large input is exploded in groups of files staged under `staging` (unpivot_files)."""
-    entries, header_rows = [], []
+def _utilization_inputs(spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+    """(each file's entry for read_wide_lines, the header frame, each file's header rows)."""
+    entries, per_file = [], []
     for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "metric")))):
         header = read_header(raw.path, raw.name)
         entries.append(_file_entry(i, raw, header, series, header.names.index("Time"), -1))
-        header_rows += utilization_header_rows(i, raw, header)
-    header_df = spark.createDataFrame(header_rows, UTILIZATION_HEADER)
-    keys = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
-    data = [F.col(c) for c in (*keys, "value", "unit")]
-    return unpivot_files(spark, entries, header_df, ["series_id", "ts"], keys, data, staging)
+        per_file.append(utilization_header_rows(i, raw, header))
+    header_df = spark.createDataFrame([r for rows in per_file for r in rows], UTILIZATION_HEADER)
+    return entries, header_df, per_file
+
+
+UTIL_KEYS = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
+UTIL_LINE_KEYS = ["series_id", "ts"]
+
+
+def _util_data() -> list:
+    return [F.col(c) for c in (*UTIL_KEYS, "value", "unit")]
+
+
+def parse_utilization(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame:
+    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract),
+    line by line: the exact parse. A large input is exploded in groups of files staged under
+    `staging` (unpivot_files). An ingest takes the one pass first (parse_utilization_files)."""
+    entries, header_df, _ = _utilization_inputs(spark, files)
+    return unpivot_files(spark, entries, header_df, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging)
+
+
+# ---------------------------------------------------------------- the one pass (widepass), checked
+
+PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
+
+
+def _pass_files(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]]) -> DataFrame:
+    """One row per file for widepass (its FILE_COLUMNS), largest first so that the engine's
+    round-robin spreads the large files over its partitions."""
+    rows = []
+    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
+        facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
+        rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
+                     entry["time_pos"], entry["n_cols"], json.dumps(facts)))
+    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, "
+                                        "unit string, time_pos int, n_cols int, columns_json string")
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+    return frame.repartition(max(1, min(partitions, len(rows))))
+
+
+def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
+             schema: TableSchema) -> DataFrame:
+    """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
+    and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
+    out = _pass_files(spark, files, entries, per_file).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
+    cell = F.col(widepass.KIND) == widepass.CELL
+    row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
+                         F.col("gpu_index").cast("string"), F.col("ib_device"))
+    return out.select(
+        *[F.col(c.name) for c in schema.data_columns], "source_file",
+        F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
+        row_id.alias(ROW_ID),
+        F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
+        widepass.KIND,
+    )
+
+
+def _of_series(series: tuple[str, str]) -> Column:
+    return (F.col("cluster") == series[0]) & (F.col("metric") == series[1])
+
+
+def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFrame, keys: list[str],
+                        staging: Path) -> DataFrame:
+    """The exact parse of only the lines whose key (unpivot.line_key of series and Time) is in
+    `keys`: their cells exploded a group of files per job, ranked (rank_in_parts) and finished
+    as the exact parse finishes a repeated line's cells."""
+    folder = Path(staging) / f"acme-repeats-{uuid.uuid4().hex[:8]}"
+    repeats = Repeats(keys, None)
+
+    def group_cells(group: list[dict]) -> DataFrame:
+        lines = mark_repeated_lines(split_lines(read_wide_lines(spark, group), LOCAL_ZONE), UTIL_LINE_KEYS, repeats)
+        return explode_cells(lines.filter(F.col("repeated")))
+
+    cells = stage_parts([group_cells(g) for g in file_groups(entries, GROUP_BYTES)], folder / "cells")
+    return contract_rows(rank_in_parts(cells, header, UTIL_KEYS, folder / "ranked"), _util_data())
+
+
+def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header: DataFrame,
+          exact_series: set[tuple[str, str]], contract: StructType, staging: Path) -> Callable:
+    """Checked.rest of the pass: its cells but those of a series a file of which failed a check
+    (every file of such a series is parsed exactly) and those of repeated (series, Time) keys
+    (their lines parsed exactly, ranked as before); the line and marker rows dropped."""
+    series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
+    series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
+
+    def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
+        kind = F.col(widepass.KIND)
+        failed = {(r[0], r[1]) for r in staged.filter(kind == widepass.MARKER).select("cluster", "metric")
+                  .distinct().collect()}
+        lines = staged.filter(kind == widepass.LINE).groupBy("cluster", "metric", "ts").count()
+        found = lines.filter(F.col("count") > 1).select("cluster", "metric", F.unix_micros("ts").alias("us"))
+        repeated = found.limit(unpivot.MAX_INLINE_KEYS + 1).collect()
+        exact = exact_series | failed
+        if len(repeated) > unpivot.MAX_INLINE_KEYS:  # e.g. a metric both unsplit and split: those series exactly
+            exact |= {(r[0], r[1]) for r in found.select("cluster", "metric").distinct().collect()}
+            repeated = []
+        by_series: dict[tuple[str, str], list[int]] = {}
+        for r in repeated:
+            if (r[0], r[1]) not in exact:
+                by_series.setdefault((r[0], r[1]), []).append(int(r[2]))
+        drop = reduce(Column.__or__, [_of_series(s) for s in sorted(exact)] + [
+            _of_series(s) & F.unix_micros("ts").isin(us) for s, us in sorted(by_series.items())], F.lit(False))
+        good = staged.filter((kind == widepass.CELL) & ~drop).drop(widepass.KIND)
+        log.info("%s: %d series parsed line by line, %d repeated Time key(s) in %d series",
+                 UTILIZATION_TABLE, len(exact), sum(map(len, by_series.values())), len(by_series))
+        parts = []
+        if exact:
+            chosen = [e for e in entries if series_of[e["file_id"]] in exact]
+            parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging))
+        if by_series:
+            chosen = [e for e in entries if series_of[e["file_id"]] in by_series]
+            keys = [f"{series_ids[s]}|{t}" for s, us in by_series.items() for t in us]
+            parts.append(repeated_line_cells(spark, chosen, header, keys, staging))
+        remainder = union_all(parts) if parts else spark.createDataFrame([], contract)
+        return good, remainder
+    return rest
+
+
+def parse_utilization_files(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame | Checked:
+    """The TableInput parser. With `staging` (an ingest), the one pass: every file read once,
+    checked and unpivoted in Arrow (widepass), and line by line only where the exact parse is
+    needed: every file of a series one file of which fails a check or has a column the header
+    rules reject, and the lines of a (series, Time) key that more than one line has (the
+    duplicate ranking spans files). Without `staging`, the exact parse (parse_utilization)."""
+    if staging is None:
+        return parse_utilization(spark, files, schema)
+    entries, header_df, per_file = _utilization_inputs(spark, files)
+    bad_header = {(f.constants["cluster"], f.constants["metric"])
+                  for f, rows in zip(files, per_file) if any(r[14] is not None for r in rows)}
+    chosen = [i for i, f in enumerate(files) if (f.constants["cluster"], f.constants["metric"]) not in bad_header]
+    if not chosen:
+        return parse_utilization(spark, files, schema, staging)
+    frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
+                     [per_file[i] for i in chosen], schema)
+    contract = frame.drop(widepass.KIND).schema
+    rest = _rest(spark, files, entries, header_df, bad_header, contract, staging)
+    # never held whole: the line rows are always dropped by `rest`
+    return Checked(frame, lambda staged: False, lambda: parse_utilization(spark, files, schema, staging), rest)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
