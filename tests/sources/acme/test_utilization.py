@@ -25,6 +25,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
 from tracelake.io.staging import Checked, parse_path, settle
+from tracelake.io.text import RawFile
 from tracelake.quality.split import staged_form
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
@@ -335,13 +336,12 @@ def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month
 
 
 def _file_row(path: Path, month: Path) -> dict:
+    """widepass's input row for one generated file (utilization.pass_input)."""
     header = utilization.read_header(str(path), path.name)
-    from tracelake.io.text import RawFile
     raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
-    rows = utilization.utilization_header_rows(0, raw, header)
-    return {"path": str(path), "source_file": path.name, "cluster": "seren", "metric": "GPU_UTIL", "unit": "percent",
-            "time_pos": header.names.index("Time"), "n_cols": len(header.names),
-            "columns_json": json.dumps([[r[1], r[11], r[12], r[13]] for r in rows])}
+    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names)}
+    given = utilization.pass_input([raw], [entry], [utilization.utilization_header_rows(0, raw, header)])
+    return dict(zip(widepass.FILE_COLUMNS, given.rows[0]))
 
 
 @pytest.mark.portable
@@ -357,7 +357,7 @@ def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch)
     assert widepass.MARKER not in kinds
     with open(path) as fh:
         assert kinds.count(widepass.LINE) == sum(1 for _ in fh) - 1
-    key = ["ts", "node_ip", "gpu_index", "value"]
+    key = ["ts", "node_index", "gpu_index", "value"]
     cells = [t.filter(pa.compute.equal(t.column(widepass.KIND), widepass.CELL)).select(key) for t in (whole, pa.concat_tables(blocks))]
     assert sorted(cells[0].to_pylist(), key=str) == sorted(cells[1].to_pylist(), key=str)
     written = sum(1 for line in path.read_text().splitlines()[1:] for v in line.split(",")[1:] if v)

@@ -410,30 +410,60 @@ def parse_utilization(
 PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
 
 
-def _pass_files(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]]) -> DataFrame:
-    """One row per file for widepass (its FILE_COLUMNS), largest first so that the engine's
-    round-robin spreads the large files over its partitions."""
-    rows = []
-    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
-        facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
-        rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
-                     entry["time_pos"], entry["n_cols"], json.dumps(facts)))
-    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, "
-                                        "unit string, time_pos int, n_cols int, columns_json string")
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
-    return frame.repartition(max(1, min(partitions, len(rows))))
+@dataclass(frozen=True)
+class PassInput:
+    """What the pass is given: one row per file (widepass.FILE_COLUMNS) and the lists its indices
+    point into: per file (cluster, metric, unit, source_file), node names, IB device names."""
+
+    rows: list[tuple]
+    files: list[tuple[str, str, str | None, str]]
+    nodes: list[str]
+    ibs: list[str]
+
+
+def pass_input(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]]) -> PassInput:
+    """Largest file first, so that the engine's round-robin spreads the large files."""
+    nodes: dict[str, int] = {}
+    ibs: dict[str, int] = {}
+    rows, constants = [], []
+    order = sorted(range(len(files)), key=lambda i: -os.path.getsize(files[i].path))
+    for index, i in enumerate(order):
+        raw, entry = files[i], entries[i]
+        constants.append((raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"], raw.name))
+        facts = [[r[1], nodes.setdefault(r[11], len(nodes)), -1 if r[12] is None else r[12],
+                  -1 if r[13] is None else ibs.setdefault(r[13], len(ibs))] for r in per_file[i]]
+        rows.append((raw.path, index, entry["time_pos"], entry["n_cols"], json.dumps(facts)))
+    return PassInput(rows, constants, list(nodes), list(ibs))
+
+
+def _pick(values: list, index: Column) -> Column:
+    """values[index] in the engine (a gather from a literal array: no join, no string in Python)."""
+    return F.element_at(F.array(*[F.lit(v).cast("string") for v in values]), index + F.lit(1))
 
 
 def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
              schema: TableSchema) -> DataFrame:
     """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
     and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
-    out = _pass_files(spark, files, entries, per_file).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
+    given = pass_input(files, entries, per_file)
+    frame = spark.createDataFrame(given.rows, "path string, file_index int, time_pos int, n_cols int, columns_json string")
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+    out = frame.repartition(max(1, min(partitions, len(given.rows)))).mapInArrow(
+        widepass.parse_files, widepass.OUTPUT_DDL)
+    index = F.col("file_index")
+    cluster, metric, unit, source = ([f[k] for f in given.files] for k in range(4))
+    columns = {"cluster": _pick(cluster, index), "metric": _pick(metric, index), "ts": F.col("ts"),
+               "node_ip": F.when(F.col("node_index").isNotNull(), _pick(given.nodes, F.col("node_index"))),
+               "gpu_index": F.col("gpu_index"),
+               "ib_device": F.when(F.col("ib_index").isNotNull(), _pick(given.ibs or [""], F.col("ib_index"))),
+               "value": F.col("value"), "unit": _pick(unit, index)}
     cell = F.col(widepass.KIND) == widepass.CELL
+    picked = out.select(*[columns[c.name].cast(c.type).alias(c.name) for c in schema.data_columns],
+                        _pick(source, index).alias("source_file"), widepass.KIND)
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
                          F.col("gpu_index").cast("string"), F.col("ib_device"))
-    return out.select(
-        *[F.col(c.name) for c in schema.data_columns], "source_file",
+    return picked.select(
+        *[c.name for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         row_id.alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),

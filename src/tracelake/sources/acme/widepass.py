@@ -35,14 +35,16 @@ KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys);
 CELL, LINE, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
-FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "time_pos", "n_cols", "columns_json")
+FILE_COLUMNS = ("path", "file_index", "time_pos", "n_cols", "columns_json")
 TS = pa.timestamp("us", tz="UTC")
+# Only numbers leave the function: the file's constants (cluster, metric, unit, source_file) and
+# a column's node and IB device are indices into lists the caller turns into strings in the
+# engine (a string column built here, in one Python thread, cost more than the CSV read)
 OUTPUT = pa.schema([
-    ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
-    ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
-    ("source_file", pa.string()), (KIND, pa.int8()),
+    ("file_index", pa.int32()), ("ts", TS), ("node_index", pa.int32()), ("gpu_index", pa.int32()),
+    ("ib_index", pa.int32()), ("value", pa.float64()), (KIND, pa.int8()),
 ])
-SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
+SPARK_TYPES = {pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
 OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
 
 
@@ -73,37 +75,33 @@ def _reader(stream, n_cols: int, time_pos: int) -> pcsv.CSVStreamingReader:
     )
 
 
-def _constant(value: str | None, n: int) -> pa.Array:
-    return pa.nulls(n, pa.string()) if value is None else pa.repeat(pa.scalar(value, pa.string()), n)
+def _ints(values: np.ndarray, dtype) -> pa.Array:
+    """An int array, null where `values` is negative (the header facts' "none")."""
+    return pa.array(values.astype(dtype), mask=values < 0)
 
 
 class WideFile:
-    """One file's constants and header facts, as the driver gave them (FILE_COLUMNS)."""
+    """One file's index and header facts, as the driver gave them (FILE_COLUMNS): per value
+    column [position, node index, GPU index or -1, IB device index or -1]."""
 
     def __init__(self, row: dict) -> None:
         self.row = row
-        facts = json.loads(row["columns_json"])  # [[pos, node, gpu, ib], ...] in header order
+        facts = np.array(json.loads(row["columns_json"]), np.int64).reshape(-1, 4)
         self.time_pos = int(row["time_pos"])
-        self.positions = np.array([f[0] for f in facts], np.int64)
-        self.nodes = pa.array([f[1] for f in facts], pa.string())
-        self.gpus = pa.array([f[2] for f in facts], pa.int32())
-        self.ibs = pa.array([f[3] for f in facts], pa.string())
+        self.positions, self.nodes, self.gpus, self.ibs = facts.T
 
-    def constants(self, n: int, kind: int) -> dict[str, pa.Array]:
-        r = self.row
-        return {"cluster": _constant(r["cluster"], n), "metric": _constant(r["metric"], n),
-                "unit": _constant(r["unit"], n), "source_file": _constant(r["source_file"], n),
-                KIND: pa.array(np.full(n, kind, np.int8))}
+    def _rows(self, n: int, kind: int) -> dict[str, pa.Array]:
+        row = {f.name: pa.nulls(n, f.type) for f in OUTPUT}
+        row.update(file_index=pa.array(np.full(n, self.row["file_index"], np.int32)),
+                   **{KIND: pa.array(np.full(n, kind, np.int8))})
+        return row
 
     def marker(self) -> pa.Table:
-        row = {f.name: pa.nulls(1, f.type) for f in OUTPUT}
-        row.update(self.constants(1, MARKER))
-        return pa.table(row, schema=OUTPUT)
+        return pa.table(self._rows(1, MARKER), schema=OUTPUT)
 
     def lines(self, ts: np.ndarray) -> pa.Table:
-        n = len(ts)
-        row = {f.name: pa.nulls(n, f.type) for f in OUTPUT}
-        row.update(self.constants(n, LINE), ts=pa.array(ts, TS))
+        row = self._rows(len(ts), LINE)
+        row["ts"] = pa.array(ts, TS)
         return pa.table(row, schema=OUTPUT)
 
     def cells(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Table]:
@@ -117,21 +115,23 @@ class WideFile:
         ts = seconds * 1_000_000
         n_lines = len(ts)
         values = np.empty((len(self.positions), n_lines))
-        present = np.empty((len(self.positions), n_lines), bool)
+        nulls = 0
         for i, pos in enumerate(self.positions):
             column = batch.column(int(pos))
-            values[i] = column.to_numpy(zero_copy_only=False)  # empty cell -> NaN
-            present[i] = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else True
-        if not np.isfinite(values[present]).all():
+            values[i] = column.to_numpy(zero_copy_only=False)  # an empty cell -> NaN
+            nulls += column.null_count
+        missing = np.isnan(values)
+        if int(missing.sum()) != nulls or np.isinf(values).any():  # a NaN that was no empty cell
             raise NeedsExact("a cell is not a finite number")
-        flat = present.ravel()
-        which = np.repeat(np.arange(len(self.positions)), n_lines)[flat]
-        n = len(which)
-        index = pa.array(which)
-        table = {**self.constants(n, CELL), "ts": pa.array(np.tile(ts, len(self.positions))[flat], TS),
-                 "node_ip": self.nodes.take(index), "gpu_index": self.gpus.take(index),
-                 "ib_device": self.ibs.take(index), "value": pa.array(values.ravel()[flat])}
-        return ts, pa.table(table, schema=OUTPUT)
+        counts = n_lines - missing.sum(axis=1)  # cells per column; rows go column by column
+        flat = ~missing.ravel()
+        n = int(counts.sum())
+        row = self._rows(n, CELL)
+        row.update(ts=pa.array(np.tile(ts, len(self.positions))[flat], TS),
+                   node_index=pa.array(np.repeat(self.nodes, counts).astype(np.int32)),
+                   gpu_index=_ints(np.repeat(self.gpus, counts), np.int32),
+                   ib_index=_ints(np.repeat(self.ibs, counts), np.int32), value=pa.array(values.ravel()[flat]))
+        return ts, pa.table(row, schema=OUTPUT)
 
 
 def one_file(row: dict) -> Iterator[pa.Table]:
