@@ -335,21 +335,21 @@ def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month
     assert len(marked) == 1
 
 
-def _file_row(path: Path, month: Path) -> dict:
-    """widepass's input row for one generated file (utilization.pass_input)."""
+def _file_row(path: Path, month: Path, dictionary: bool = False) -> dict:
+    """widepass's input row for one generated file (utilization.pass_rows)."""
     header = utilization.read_header(str(path), path.name)
     raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
     entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names)}
-    given = utilization.pass_input([raw], [entry], [utilization.utilization_header_rows(0, raw, header)])
-    return dict(zip(widepass.FILE_COLUMNS, given.rows[0]))
+    [row] = utilization.pass_rows([raw], [entry], [utilization.utilization_header_rows(0, raw, header)], dictionary)
+    return dict(zip(widepass.FILE_COLUMNS, row))
 
 
 @pytest.mark.portable
 def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch):
     """widepass alone, no engine: blocks of a few lines give the same cells as one block, one
-    line row per line, and no marker for a good file."""
+    line row per line, and no marker for a good file; strings as dictionaries or decoded alike."""
     path = month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
-    whole = pa.concat_tables(widepass.one_file(_file_row(path, month)))
+    whole = pa.concat_tables([t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month, True))])
     monkeypatch.setattr(widepass, "BLOCK_BYTES", 4096)
     blocks = list(widepass.one_file(_file_row(path, month)))
     assert len(blocks) > 4
@@ -357,7 +357,7 @@ def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch)
     assert widepass.MARKER not in kinds
     with open(path) as fh:
         assert kinds.count(widepass.LINE) == sum(1 for _ in fh) - 1
-    key = ["ts", "node_index", "gpu_index", "value"]
+    key = ["ts", "node_ip", "gpu_index", "value"]
     cells = [t.filter(pa.compute.equal(t.column(widepass.KIND), widepass.CELL)).select(key) for t in (whole, pa.concat_tables(blocks))]
     assert sorted(cells[0].to_pylist(), key=str) == sorted(cells[1].to_pylist(), key=str)
     written = sum(1 for line in path.read_text().splitlines()[1:] for v in line.split(",")[1:] if v)

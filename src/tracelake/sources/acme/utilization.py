@@ -12,9 +12,14 @@ under utilization/ is an error, so a misplaced file is never skipped quietly.
 
 Metric files are wide: `Time` (epoch seconds) and one column per node IP (`<IP>`, IB counters
 `<IP>-mlx5_0`) or per GPU (`<IP>-<gpu index>`). Their headers differ per file, so the default
-reader (fixed header) does not apply: the header is read here, at the edge, parsed into a small
-frame, and Spark does the wide-to-long (unpivot.py; an input larger than GROUP_BYTES is run as
-staged jobs over groups of files, so memory stays flat: unpivot_files). One bronze row per cell:
+reader (fixed header) does not apply: the header is read here, at the edge, and parsed once.
+An ingest reads each file in one pass (widepass.py, through mapInArrow: pyarrow's streaming CSV
+reader where the engine's task runs, the unpivot in numpy, a block of lines at a time), and
+parses line by line (the exact parse: unpivot.py in Spark, over a small header frame; an input
+larger than GROUP_BYTES as staged jobs over groups of files, unpivot_files) only what needs it:
+every file of a series one file of which fails a check of the pass or has a column the header
+rules reject, and the lines of a (series, Time) key that more than one line has, whose cells are
+ranked as below (parse_utilization_files). One bronze row per cell:
 
   * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
   * a cell that is not a finite number, sits under a column name that is not
@@ -410,60 +415,48 @@ def parse_utilization(
 PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
 
 
-@dataclass(frozen=True)
-class PassInput:
-    """What the pass is given: one row per file (widepass.FILE_COLUMNS) and the lists its indices
-    point into: per file (cluster, metric, unit, source_file), node names, IB device names."""
-
-    rows: list[tuple]
-    files: list[tuple[str, str, str | None, str]]
-    nodes: list[str]
-    ibs: list[str]
+_DICTIONARY: dict[int, bool] = {}
 
 
-def pass_input(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]]) -> PassInput:
-    """Largest file first, so that the engine's round-robin spreads the large files."""
-    nodes: dict[str, int] = {}
-    ibs: dict[str, int] = {}
-    rows, constants = [], []
-    order = sorted(range(len(files)), key=lambda i: -os.path.getsize(files[i].path))
-    for index, i in enumerate(order):
-        raw, entry = files[i], entries[i]
-        constants.append((raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"], raw.name))
-        facts = [[r[1], nodes.setdefault(r[11], len(nodes)), -1 if r[12] is None else r[12],
-                  -1 if r[13] is None else ibs.setdefault(r[13], len(ibs))] for r in per_file[i]]
-        rows.append((raw.path, index, entry["time_pos"], entry["n_cols"], json.dumps(facts)))
-    return PassInput(rows, constants, list(nodes), list(ibs))
+def takes_dictionary_strings(spark: SparkSession) -> bool:
+    """Whether the engine takes a dictionary-encoded array for a string column of mapInArrow's
+    output (Sail does; classic Spark fails the task: "Cannot call the method getUTF8String"):
+    probed once per session with one row, so that no code branches on the profile."""
+    key = id(spark)
+    if key not in _DICTIONARY:
+        try:
+            rows = spark.range(1).mapInArrow(widepass.dictionary_probe, "s string").collect()
+            _DICTIONARY[key] = [r[0] for r in rows] == ["x"]
+        except Exception:  # noqa: BLE001 - any refusal means: decode in the function
+            _DICTIONARY[key] = False
+    return _DICTIONARY[key]
 
 
-def _pick(values: list, index: Column) -> Column:
-    """values[index] in the engine (a gather from a literal array: no join, no string in Python)."""
-    return F.element_at(F.array(*[F.lit(v).cast("string") for v in values]), index + F.lit(1))
+def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool) -> list[tuple]:
+    """widepass's input, one row per file (FILE_COLUMNS), largest file first so that the engine's
+    round-robin spreads the large files over its partitions."""
+    rows = []
+    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
+        facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
+        rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
+                     entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
+    return rows
 
 
 def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
              schema: TableSchema) -> DataFrame:
     """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
     and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
-    given = pass_input(files, entries, per_file)
-    frame = spark.createDataFrame(given.rows, "path string, file_index int, time_pos int, n_cols int, columns_json string")
+    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark))
+    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, "
+                                        "unit string, time_pos int, n_cols int, columns_json string, dictionary boolean")
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
-    out = frame.repartition(max(1, min(partitions, len(given.rows)))).mapInArrow(
-        widepass.parse_files, widepass.OUTPUT_DDL)
-    index = F.col("file_index")
-    cluster, metric, unit, source = ([f[k] for f in given.files] for k in range(4))
-    columns = {"cluster": _pick(cluster, index), "metric": _pick(metric, index), "ts": F.col("ts"),
-               "node_ip": F.when(F.col("node_index").isNotNull(), _pick(given.nodes, F.col("node_index"))),
-               "gpu_index": F.col("gpu_index"),
-               "ib_device": F.when(F.col("ib_index").isNotNull(), _pick(given.ibs or [""], F.col("ib_index"))),
-               "value": F.col("value"), "unit": _pick(unit, index)}
+    out = frame.repartition(max(1, min(partitions, len(rows)))).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
-    picked = out.select(*[columns[c.name].cast(c.type).alias(c.name) for c in schema.data_columns],
-                        _pick(source, index).alias("source_file"), widepass.KIND)
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
                          F.col("gpu_index").cast("string"), F.col("ib_device"))
-    return picked.select(
-        *[c.name for c in schema.data_columns], "source_file",
+    return out.select(
+        *[F.col(c.name) for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         row_id.alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),

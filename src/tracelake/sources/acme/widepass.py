@@ -35,16 +35,15 @@ KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys);
 CELL, LINE, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
-FILE_COLUMNS = ("path", "file_index", "time_pos", "n_cols", "columns_json")
+FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "time_pos", "n_cols", "columns_json",
+                "dictionary")
 TS = pa.timestamp("us", tz="UTC")
-# Only numbers leave the function: the file's constants (cluster, metric, unit, source_file) and
-# a column's node and IB device are indices into lists the caller turns into strings in the
-# engine (a string column built here, in one Python thread, cost more than the CSV read)
 OUTPUT = pa.schema([
-    ("file_index", pa.int32()), ("ts", TS), ("node_index", pa.int32()), ("gpu_index", pa.int32()),
-    ("ib_index", pa.int32()), ("value", pa.float64()), (KIND, pa.int8()),
+    ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
+    ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
+    ("source_file", pa.string()), (KIND, pa.int8()),
 ])
-SPARK_TYPES = {pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
+SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
 OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
 
 
@@ -75,34 +74,44 @@ def _reader(stream, n_cols: int, time_pos: int) -> pcsv.CSVStreamingReader:
     )
 
 
-def _ints(values: np.ndarray, dtype) -> pa.Array:
-    """An int array, null where `values` is negative (the header facts' "none")."""
-    return pa.array(values.astype(dtype), mask=values < 0)
-
-
 class WideFile:
-    """One file's index and header facts, as the driver gave them (FILE_COLUMNS): per value
-    column [position, node index, GPU index or -1, IB device index or -1]."""
+    """One file's constants and header facts, as the driver gave them (FILE_COLUMNS): per value
+    column [position, node, GPU index or null, IB device or null].
+
+    Strings leave as dictionary arrays (indices into the file's few names) when the engine takes
+    them for a string column (`dictionary`, probed by the caller: Sail does, classic Spark does
+    not); else they are decoded here, which costs more than reading the CSV."""
 
     def __init__(self, row: dict) -> None:
         self.row = row
-        facts = np.array(json.loads(row["columns_json"]), np.int64).reshape(-1, 4)
+        facts = json.loads(row["columns_json"])
         self.time_pos = int(row["time_pos"])
-        self.positions, self.nodes, self.gpus, self.ibs = facts.T
+        self.positions = np.array([f[0] for f in facts], np.int64)
+        self.nodes = pa.array([f[1] for f in facts], pa.string())
+        self.gpus = np.array([-1 if f[2] is None else f[2] for f in facts], np.int32)
+        self.ibs = pa.array([f[3] for f in facts], pa.string())
+        self.dictionary = bool(row["dictionary"])
+
+    def _strings(self, names: pa.Array, index: np.ndarray) -> pa.Array:
+        strings = pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), names)
+        return strings if self.dictionary else strings.cast(pa.string())
 
     def _rows(self, n: int, kind: int) -> dict[str, pa.Array]:
         row = {f.name: pa.nulls(n, f.type) for f in OUTPUT}
-        row.update(file_index=pa.array(np.full(n, self.row["file_index"], np.int32)),
-                   **{KIND: pa.array(np.full(n, kind, np.int8))})
+        zeros = np.zeros(n, np.int32)
+        for name in ("cluster", "metric", "unit", "source_file"):
+            if self.row[name] is not None:
+                row[name] = self._strings(pa.array([self.row[name]], pa.string()), zeros)
+        row[KIND] = pa.array(np.full(n, kind, np.int8))
         return row
 
     def marker(self) -> pa.Table:
-        return pa.table(self._rows(1, MARKER), schema=OUTPUT)
+        return pa.table(self._rows(1, MARKER))
 
     def lines(self, ts: np.ndarray) -> pa.Table:
         row = self._rows(len(ts), LINE)
         row["ts"] = pa.array(ts, TS)
-        return pa.table(row, schema=OUTPUT)
+        return pa.table(row)
 
     def cells(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Table]:
         """(the block's Time as epoch micros, its non-empty cells as long rows, column by column)."""
@@ -125,13 +134,15 @@ class WideFile:
             raise NeedsExact("a cell is not a finite number")
         counts = n_lines - missing.sum(axis=1)  # cells per column; rows go column by column
         flat = ~missing.ravel()
-        n = int(counts.sum())
-        row = self._rows(n, CELL)
+        column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
+        gpus = self.gpus[column_of]
+        row = self._rows(len(column_of), CELL)
         row.update(ts=pa.array(np.tile(ts, len(self.positions))[flat], TS),
-                   node_index=pa.array(np.repeat(self.nodes, counts).astype(np.int32)),
-                   gpu_index=_ints(np.repeat(self.gpus, counts), np.int32),
-                   ib_index=_ints(np.repeat(self.ibs, counts), np.int32), value=pa.array(values.ravel()[flat]))
-        return ts, pa.table(row, schema=OUTPUT)
+                   node_ip=self._strings(self.nodes, column_of), gpu_index=pa.array(gpus, mask=gpus < 0),
+                   value=pa.array(values.ravel()[flat]))
+        if self.ibs.null_count < len(self.ibs):
+            row["ib_device"] = self._strings(self.ibs, column_of)
+        return ts, pa.table(row)
 
 
 def one_file(row: dict) -> Iterator[pa.Table]:
@@ -147,6 +158,13 @@ def one_file(row: dict) -> Iterator[pa.Table]:
                 yield wide.lines(ts)
     except (NeedsExact, pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError):
         yield wide.marker()
+
+
+def dictionary_probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function of the caller's probe: one dictionary-encoded string `s` = 'x'."""
+    for _ in batches:
+        pass
+    yield pa.record_batch([pa.DictionaryArray.from_arrays(pa.array([0], pa.int32()), pa.array(["x"]))], names=["s"])
 
 
 BATCH_ROWS = 1 << 20  # long rows handed to the engine per batch
