@@ -174,16 +174,21 @@ def timed(command: list[str], env: dict) -> tuple[float, float, int, str]:
             raise SystemExit(f"{' '.join(command[:5])} failed ({process.returncode}):\n{err.read()[-3000:]}")
         wall, user, system, _ = report.read().split()[-4:]
         out.seek(0)
-        return float(wall), max(float(user) + float(system), sum(cpu.values())), peak, out.read()
+        err.seek(0)
+        steps = [line.strip() for line in err.read().splitlines() if line.startswith("tracelake: ✓")]
+        return float(wall), max(float(user) + float(system), sum(cpu.values())), peak, "\n".join([out.read(), *steps])
 
 
 def ingest(src: Path, raw: Path, work: Path) -> tuple[float, float, int]:
     lake = work / "lake"
     shutil.rmtree(lake, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(src), "RUST_LOG": "error", "TRACELAKE_PROFILE": "local"}
-    wall, cpu, rss, _ = timed([sys.executable, "-m", "tracelake", "ingest", "acme", "--raw", str(raw),
-                               "--lake", str(lake)], env)
+    wall, cpu, rss, output = timed([sys.executable, "-m", "tracelake", "ingest", "acme", "--raw", str(raw),
+                                    "--lake", str(lake)], env)
     shutil.rmtree(lake, ignore_errors=True)
+    for line in output.splitlines():  # the run's steps, as it printed them (where the time went)
+        if line.startswith("tracelake: ✓"):
+            print(f"      {line.removeprefix('tracelake: ✓ ')}")
     return wall, cpu, rss
 
 
