@@ -364,6 +364,26 @@ def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch)
     assert cells[0].num_rows == written
 
 
+@pytest.mark.portable
+def test_wide_pass_reads_gzip_and_marks_what_it_cannot_take(month, tmp_path):
+    """A .gz file gives the rows of the plain one; a cell 'nan', a Time with a fraction, a
+    quoted value or a trailing comma each make the file a single marker after what it yielded."""
+    path = month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
+    packed = tmp_path / "GPU_UTIL-2023-07.csv.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+
+    def rows(p: Path) -> list:
+        return sorted(pa.concat_tables(widepass.one_file({**_file_row(path, month), "path": str(p)})).to_pylist(), key=str)
+    assert rows(packed) == rows(path)
+    lines = path.read_text().splitlines()
+    for spoil in (lambda f: f[:1] + ["nan"] + f[2:], lambda f: [f[0] + ".5"] + f[1:],
+                  lambda f: f[:1] + ['"1"'] + f[2:], lambda f: [*f, ""]):
+        bad = tmp_path / "bad.csv"
+        bad.write_text("\n".join([*lines[:3], ",".join(spoil(lines[3].split(","))), *lines[4:]]) + "\n")
+        kinds = [t.column(widepass.KIND).to_pylist() for t in widepass.one_file({**_file_row(path, month), "path": str(bad)})]
+        assert kinds[-1] == [widepass.MARKER] and widepass.MARKER not in sum(kinds[:-1], [])
+
+
 # ------------------------------------------------------------------ ingest with Delta
 
 def _table(spark, config, layer, table):
