@@ -339,7 +339,7 @@ def _file_row(path: Path, month: Path, dictionary: bool = False) -> dict:
     """widepass's input row for one generated file (utilization.pass_rows)."""
     header = utilization.read_header(str(path), path.name)
     raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
-    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names)}
+    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0}
     [row] = utilization.pass_rows([raw], [entry], [utilization.utilization_header_rows(0, raw, header)], dictionary)
     return dict(zip(widepass.FILE_COLUMNS, row))
 

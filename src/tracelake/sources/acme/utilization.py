@@ -54,10 +54,10 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import partial
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -439,7 +439,7 @@ def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tup
     for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
         facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
         rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
-                     entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
+                     entry["series_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
     return rows
 
 
@@ -448,8 +448,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
     and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
     rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark))
-    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, "
-                                        "unit string, time_pos int, n_cols int, columns_json string, dictionary boolean")
+    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, unit string, "
+                                        "series_id int, time_pos int, n_cols int, columns_json string, dictionary boolean")
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
     out = frame.repartition(max(1, min(partitions, len(rows)))).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
@@ -460,12 +460,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         row_id.alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
-        widepass.KIND,
+        widepass.KIND, widepass.SERIES,
     )
-
-
-def _of_series(series: tuple[str, str]) -> Column:
-    return (F.col("cluster") == series[0]) & (F.col("metric") == series[1])
 
 
 def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFrame, keys: list[str],
@@ -493,33 +489,33 @@ def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header
     series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
 
     def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
-        kind = F.col(widepass.KIND)
-        failed = {(r[0], r[1]) for r in staged.filter(kind == widepass.MARKER).select("cluster", "metric")
-                  .distinct().collect()}
-        lines = staged.filter(kind == widepass.LINE).groupBy("cluster", "metric", "ts").count()
-        found = lines.filter(F.col("count") > 1).select("cluster", "metric", F.unix_micros("ts").alias("us"))
+        kind, series = F.col(widepass.KIND), F.col(widepass.SERIES)
+        failed = {r[0] for r in staged.filter(kind == widepass.MARKER).select(series).distinct().collect()}
+        lines = staged.filter(kind == widepass.LINE).groupBy(widepass.SERIES, "ts").count()
+        found = lines.filter(F.col("count") > 1).select(series, F.unix_micros("ts").alias("us"))
         repeated = found.limit(unpivot.MAX_INLINE_KEYS + 1).collect()
-        exact = exact_series | failed
+        exact = {series_ids[s] for s in exact_series} | failed
         if len(repeated) > unpivot.MAX_INLINE_KEYS:  # e.g. a metric both unsplit and split: those series exactly
-            exact |= {(r[0], r[1]) for r in found.select("cluster", "metric").distinct().collect()}
+            exact |= {r[0] for r in found.select(series).distinct().collect()}
             repeated = []
-        by_series: dict[tuple[str, str], list[int]] = {}
-        for r in repeated:
-            if (r[0], r[1]) not in exact:
-                by_series.setdefault((r[0], r[1]), []).append(int(r[2]))
-        drop = reduce(Column.__or__, [_of_series(s) for s in sorted(exact)] + [
-            _of_series(s) & F.unix_micros("ts").isin(us) for s, us in sorted(by_series.items())], F.lit(False))
-        good = staged.filter((kind == widepass.CELL) & ~drop).drop(widepass.KIND)
-        log.info("%s: %d series parsed line by line, %d repeated Time key(s) in %d series",
-                 UTILIZATION_TABLE, len(exact), sum(map(len, by_series.values())), len(by_series))
+        keys = sorted({(int(r[0]), int(r[1])) for r in repeated if r[0] not in exact})
+        # one test per row, cheap on every scan of the kept rows: whole-second Times (the pass
+        # takes no other) plus a series id below a million name a (series, Time) key uniquely
+        drop = F.lit(False)
+        if exact:
+            drop = drop | series.isin(sorted(exact))
+        if keys:
+            drop = drop | (F.unix_micros("ts") + series).isin([us + s for s, us in keys])
+        good = staged.filter((kind == widepass.CELL) & ~drop).drop(widepass.KIND, widepass.SERIES)
+        log.info("%s: %d series parsed line by line, %d repeated Time key(s)", UTILIZATION_TABLE, len(exact), len(keys))
         parts = []
         if exact:
-            chosen = [e for e in entries if series_of[e["file_id"]] in exact]
+            chosen = [e for e in entries if e["series_id"] in exact]
             parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging))
-        if by_series:
-            chosen = [e for e in entries if series_of[e["file_id"]] in by_series]
-            keys = [f"{series_ids[s]}|{t}" for s, us in by_series.items() for t in us]
-            parts.append(repeated_line_cells(spark, chosen, header, keys, staging))
+        if keys:
+            with_keys = {s for s, _ in keys}
+            chosen = [e for e in entries if e["series_id"] in with_keys]
+            parts.append(repeated_line_cells(spark, chosen, header, [f"{s}|{us}" for s, us in keys], staging))
         remainder = union_all(parts) if parts else spark.createDataFrame([], contract)
         return good, remainder
     return rest
@@ -543,7 +539,7 @@ def parse_utilization_files(
         return parse_utilization(spark, files, schema, staging)
     frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
                      [per_file[i] for i in chosen], schema)
-    contract = frame.drop(widepass.KIND).schema
+    contract = frame.drop(widepass.KIND, widepass.SERIES).schema
     rest = _rest(spark, files, entries, header_df, bad_header, contract, staging)
     # never held whole: the line rows are always dropped by `rest`
     return Checked(frame, lambda staged: False, lambda: parse_utilization(spark, files, schema, staging), rest)

@@ -32,16 +32,17 @@ import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 
 KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
+SERIES = "_series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
 CELL, LINE, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
-FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "time_pos", "n_cols", "columns_json",
-                "dictionary")
+FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "series_id", "time_pos", "n_cols",
+                "columns_json", "dictionary")
 TS = pa.timestamp("us", tz="UTC")
 OUTPUT = pa.schema([
     ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
-    ("source_file", pa.string()), (KIND, pa.int8()),
+    ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()),
 ])
 SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
 OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
@@ -103,6 +104,7 @@ class WideFile:
             if self.row[name] is not None:
                 row[name] = self._strings(pa.array([self.row[name]], pa.string()), zeros)
         row[KIND] = pa.array(np.full(n, kind, np.int8))
+        row[SERIES] = pa.array(np.full(n, self.row["series_id"], np.int32))
         return row
 
     def marker(self) -> pa.Table:
