@@ -1,24 +1,29 @@
-"""Ingest throughput for AcmeTrace utilization (wide CSV -> long Delta rows): tracelake on the
-embedded engine versus DuckDB unpivoting the same files, in one run so the ratio is visible.
-Prints figures; asserts nothing.
+"""Ingest throughput for AcmeTrace utilization (wide CSV -> long Delta rows): the `tracelake ingest
+acme` command, process start to exit, alternated round by round with DuckDB unpivoting the same
+files, so that the ratio is measured on the same machine in one run. Prints figures; asserts
+nothing.
 
-    python bench/acme_utilization.py [--size-gb 1.0] [--width 2000] [--seed 0] [--no-breakdown] [--keep DIR]
+    python bench/acme_utilization.py [--raw DIR | --size-gb 5 --width 2000 --keep DIR] [--rounds 2] [--rev REV]
 
-Files are generated (tracelake.sources.acme.synth.utilization) into a temp dir at about
---size-gb, in a child process so the generator's memory is not counted. --width is the number
-of GPU columns of a Seren DCGM file (the release's are ~2,000: 250 nodes x 8 GPUs; Kalos has half
-the nodes); the sampling interval is then chosen to reach the size. Without --width, the
-generator's scale sets both (narrow files: 4 x scale nodes). Then, in this process:
-  * parse only (--no-breakdown skips it): the utilization parser written to Parquet, the part
-    that is comparable to DuckDB's unpivot (past GROUP_BYTES of CSV the parser first runs its
-    staged jobs over groups of files, acme/utilization.unpivot_files: they are in the figure);
-  * tracelake ingest: run.pipeline.run_ingest(engine, config, "acme", raw) on the local profile
-    (parse, quality gate, quarantine, Delta MERGE), utilization and IPMI power tables;
+Input: `--raw` is a folder with utilization/ and the generator's manifest.json (e.g. one kept by
+an earlier `--keep`); otherwise files are generated (tracelake.sources.acme.synth.utilization) at
+about --size-gb, in a child process. --width is the number of GPU columns of a Seren DCGM file
+(the release's are ~2,000: 250 nodes x 8 GPUs; Kalos has half the nodes); the sampling interval
+is then chosen to reach the size. Without --width the generator's scale sets both (narrow files).
+
+Each round runs, one after the other (A B A B ...):
+  * tracelake: `python -m tracelake ingest acme --raw DIR --lake <fresh lake>` (parse, quality
+    gate, quarantine, Delta MERGE; utilization and IPMI power tables; the utilization files in
+    one pass per file, acme/widepass.py);
+  * with --rev REV: the same command of that git revision's src/ (e.g. the design before it);
   * DuckDB: per file read_csv(all_varchar) + UNPIVOT ... ON COLUMNS(* EXCLUDE Time) (IPMI: EXCLUDE
-    Time, IP) + TRY_CAST to double, written to Parquet. DuckDB drops empty cells like tracelake,
-    but does no duplicate handling, quality gate or MERGE.
-Rows are non-empty cells (rows read). Memory is this process's peak RSS (Sail runs inside it):
-ru_maxrss after each phase, and the peak of /proc/self/status VmRSS sampled every 0.2 s.
+    Time, IP) + TRY_CAST to double, written to Parquet, 2 threads. DuckDB drops empty cells like
+    tracelake, but does no duplicate handling, quality gate or MERGE.
+Each is a process of its own: wall from /usr/bin/time; CPU (user + system) and peak RSS summed
+over its process tree (the local engine is a child process, which /usr/bin/time does not count),
+sampled every 0.2 s.
+Rows are non-empty cells (rows read: the manifest's cells of both tables); DuckDB's are the rows
+it wrote. The ratio printed is DuckDB's wall / ours (1 = as fast as DuckDB), CPU beside it.
 """
 
 from __future__ import annotations
@@ -26,61 +31,39 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-os.environ.setdefault("RUST_LOG", "error")
-
-from tracelake.config import load_config  # noqa: E402
-from tracelake.engine import start_engine  # noqa: E402
-from tracelake.run.pipeline import run_ingest  # noqa: E402
-from tracelake.schema import load_schema  # noqa: E402
-from tracelake.sources.acme.utilization import plan  # noqa: E402
-
+REPO = Path(__file__).resolve().parent.parent
 PILOT_SCALE = 4.0
+PILOT_INTERVAL = 3600
 GENERATE = "import sys; from pathlib import Path; from tracelake.sources.acme.synth.utilization import generate; " \
            "generate(Path(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), *[int(a) or None for a in sys.argv[4:]])"
-PILOT_INTERVAL = 3600
-
-
-class RssSampler:
-    """Peak resident memory of this process, sampled in a thread (ru_maxrss never goes down)."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with open("/proc/self/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("VmRSS:"):
-                        self.peak = max(self.peak, int(line.split()[1]) * 1024)
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _maxrss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+DUCKDB = """
+import sys
+from pathlib import Path
+import duckdb
+raw, out = Path(sys.argv[1]), Path(sys.argv[2])
+con = duckdb.connect()
+con.execute("SET threads = 2")
+rows = 0
+for i, path in enumerate(sorted((raw / "utilization").rglob("*.csv"))):
+    ids = "Time, IP" if path.parent.name == "ipmi" else "Time"
+    target = out / f"{i}.parquet"
+    con.execute(
+        f"COPY (SELECT Time, name, TRY_CAST(value AS DOUBLE) AS value FROM ("
+        f"UNPIVOT (SELECT * FROM read_csv('{path}', header = true, all_varchar = true)) "
+        f"ON COLUMNS(* EXCLUDE ({ids})) INTO NAME name VALUE value)) TO '{target}' (FORMAT parquet)")
+    rows += con.execute(f"SELECT count(*) FROM '{target}'").fetchone()[0]
+print(rows)
+"""
+TIME_FORMAT = "%e %U %S %M"  # wall s, user s, system s, peak RSS KiB of the largest single process
 
 
 def _gb(n: float) -> str:
@@ -102,10 +85,10 @@ def _widest(raw: Path) -> int:
 
 def _generate(out: Path, scale: float, seed: int, nodes: int = 0, interval: int = 0) -> None:
     subprocess.run([sys.executable, "-c", GENERATE, str(out), str(scale), str(seed), str(nodes), str(interval)],
-                   check=True)
+                   check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
 
 
-def generate_at_size(work: Path, size_gb: float, seed: int, width: int | None) -> tuple[Path, float, float]:
+def generate_at_size(work: Path, size_gb: float, seed: int, width: int | None) -> tuple[Path, float]:
     """Files of about size_gb. Narrow (no width): size grows with scale^2, so one pilot run fixes
     the scale. At a width: size grows with 1/interval, so a pilot at an hourly interval fixes it."""
     pilot = work / "pilot"
@@ -121,102 +104,163 @@ def generate_at_size(work: Path, size_gb: float, seed: int, width: int | None) -
         _generate(pilot, 1.0, seed, nodes, PILOT_INTERVAL)
         interval = max(15, round(PILOT_INTERVAL * _du(pilot) / (size_gb * 1e9)))
         shutil.rmtree(pilot)
-        scale = 0.0
-        _generate(raw, scale, seed, nodes, interval)
-    return raw, scale, time.perf_counter() - start
+        _generate(raw, 0.0, seed, nodes, interval)
+    return raw, time.perf_counter() - start
 
 
-def _phase(label: str, rows: int, wall: float, cpu: float, sampler: RssSampler) -> None:
-    print(f"{label}: {rows:,} rows in {wall:.1f} s -> {rows / wall:,.0f} rows/s "
-          f"(cpu {cpu:.1f} s; peak RSS sampled {_gb(sampler.peak)}, ru_maxrss so far {_gb(_maxrss())})",
-          flush=True)
+def export_rev(rev: str, into: Path) -> Path:
+    """`src/` of a git revision (with the conf/, schemas/ and expectations/ it reads)."""
+    archive = into / "rev.tar"
+    subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), rev,
+                    "src", "conf", "schemas", "expectations"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
 
 
-def parse_only(engine, raw: Path, work: Path) -> tuple[int, float, float]:
-    """The utilization parser alone, written to Parquet (what DuckDB's unpivot compares to)."""
-    [util, *_] = plan(raw, work / "staging")
-    out = work / "parse-only.parquet"
-    start, cpu = time.perf_counter(), _cpu()
-    util.parser(engine.spark, util.files, load_schema(util.table)).write.mode("overwrite").parquet(str(out))
-    wall, used = time.perf_counter() - start, _cpu() - cpu
-    rows = engine.spark.read.parquet(str(out)).count()
-    shutil.rmtree(out)
-    return rows, wall, used
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def tracelake_ingest(engine, raw: Path, work: Path) -> tuple[int, float, float, list]:
-    config = load_config(profile="local", overrides={"lake_root": str(work / "lake")})
-    start, cpu = time.perf_counter(), _cpu()
-    stats = run_ingest(engine, config, "acme", str(raw))
-    return sum(s.rows_read for s in stats), time.perf_counter() - start, _cpu() - cpu, stats
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def duckdb_unpivot(raw: Path, work: Path) -> tuple[int, float, float]:
-    import duckdb
+def tree_usage(root: int, cpu: dict[int, float]) -> int:
+    """Resident bytes of a process and all its descendants (the local engine runs in a child of
+    the command, so the command's own peak is not the run's); records in `cpu` each one's CPU
+    seconds so far (user + system)."""
+    parents, rss, used = {}, {}, {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry.name}/statm", encoding="ascii") as fh:
+                rss[int(entry.name)] = int(fh.read().split()[1]) * PAGE
+            parents[int(entry.name)] = int(fields[1])
+            used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / TICKS
+        except (OSError, IndexError, ValueError):
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += rss.get(pid, 0)
+        if pid in used:
+            cpu[pid] = max(cpu.get(pid, 0.0), used[pid])
+        todo += children.get(pid, [])
+    return total
 
-    con = duckdb.connect()
-    con.execute("SET threads = 2")
+
+def timed(command: list[str], env: dict) -> tuple[float, float, int, str]:
+    """(wall s, CPU s of the command and every process under it, peak RSS bytes of its process
+    tree, stdout) of a command run under /usr/bin/time, the tree sampled every 0.2 s (the local
+    engine is a child process that /usr/bin/time does not count)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report, \
+            tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(["/usr/bin/time", "-f", TIME_FORMAT, "-o", report.name, *command], env=env,
+                                   stdout=out, stderr=err, text=True)
+        peak, cpu = 0, {}
+        while process.poll() is None:
+            peak = max(peak, tree_usage(process.pid, cpu))
+            time.sleep(0.2)
+        if process.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"{' '.join(command[:5])} failed ({process.returncode}):\n{err.read()[-3000:]}")
+        wall, user, system, _ = report.read().split()[-4:]
+        out.seek(0)
+        err.seek(0)
+        steps = [line.strip() for line in err.read().splitlines() if line.startswith("tracelake: ✓")]
+        return float(wall), max(float(user) + float(system), sum(cpu.values())), peak, "\n".join([out.read(), *steps])
+
+
+def ingest(src: Path, raw: Path, work: Path) -> tuple[float, float, int]:
+    lake = work / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(src), "RUST_LOG": "error", "TRACELAKE_PROFILE": "local"}
+    wall, cpu, rss, output = timed([sys.executable, "-m", "tracelake", "ingest", "acme", "--raw", str(raw),
+                                    "--lake", str(lake)], env)
+    shutil.rmtree(lake, ignore_errors=True)
+    for line in output.splitlines():  # the run's steps, as it printed them (where the time went)
+        if line.startswith("tracelake: ✓"):
+            print(f"      {line.removeprefix('tracelake: ✓ ')}")
+    return wall, cpu, rss
+
+
+def duckdb_unpivot(raw: Path, work: Path) -> tuple[float, float, int, int]:
     out = work / "duck"
+    shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    start, cpu, rows = time.perf_counter(), _cpu(), 0
-    files = sorted((raw / "utilization").rglob("*.csv"))
-    for i, path in enumerate(files):
-        ids = "Time, IP" if path.parent.name == "ipmi" else "Time"
-        target = out / f"{i}.parquet"
-        con.execute(
-            f"COPY (SELECT Time, name, TRY_CAST(value AS DOUBLE) AS value FROM ("
-            f"UNPIVOT (SELECT * FROM read_csv('{path}', header = true, all_varchar = true)) "
-            f"ON COLUMNS(* EXCLUDE ({ids})) INTO NAME name VALUE value)) TO '{target}' (FORMAT parquet)"
-        )
-        rows += con.execute(f"SELECT count(*) FROM '{target}'").fetchone()[0]
-    wall, used = time.perf_counter() - start, _cpu() - cpu
-    con.close()
-    return rows, wall, used
+    wall, cpu, rss, stdout = timed([sys.executable, "-c", DUCKDB, str(raw), str(out)], dict(os.environ))
+    shutil.rmtree(out)
+    return wall, cpu, rss, int(stdout.split()[-1])
+
+
+def _line(label: str, rows: int, wall: float, cpu: float, rss: int) -> None:
+    print(f"  {label}: {rows:,} rows in {wall:.1f} s -> {rows / wall:,.0f} rows/s (cpu {cpu:.1f} s, "
+          f"peak RSS {_gb(rss)})", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raw", help="a folder with utilization/ and its manifest.json (no generation)")
     parser.add_argument("--size-gb", type=float, default=1.0)
     parser.add_argument("--width", type=int, help="GPU columns of a Seren DCGM file (the release's: ~2000)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-breakdown", action="store_true", help="skip the parse-only phase")
     parser.add_argument("--keep", help="generate into this folder and keep it (reused if present)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of A B (default 2)")
+    parser.add_argument("--rev", help="also run this git revision's ingest each round (e.g. the design before)")
+    parser.add_argument("--no-duckdb", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tracelake-bench-acme-") as tmp:
+    scratch = Path(args.raw or args.keep or tempfile.gettempdir()).resolve().parent
+    with tempfile.TemporaryDirectory(prefix="tracelake-bench-acme-", dir=scratch) as tmp:
         work = Path(tmp)
-        if args.keep and (Path(args.keep) / "utilization" / "manifest.json").is_file():
-            raw, scale, gen_s = Path(args.keep), json.loads(
-                (Path(args.keep) / "utilization" / "manifest.json").read_text())["scale"], 0.0
+        given = Path(args.raw or args.keep or work / "none")
+        if (given / "utilization" / "manifest.json").is_file():
+            raw, gen_s = given, 0.0
         else:
-            raw, scale, gen_s = generate_at_size(work, args.size_gb, args.seed, args.width)
+            raw, gen_s = generate_at_size(work, args.size_gb, args.seed, args.width)
             if args.keep:
-                shutil.copytree(raw, args.keep, dirs_exist_ok=True)
+                shutil.move(str(raw), args.keep)
+                raw = Path(args.keep)
         manifest = json.loads((raw / "utilization" / "manifest.json").read_text())
+        cells = manifest["bronze.acme_utilization"]["cells"] + manifest["bronze.acme_power"]["cells"]
         print(f"input: {_gb(_du(raw))} of CSV in {sum(1 for _ in raw.rglob('*.csv'))} files "
-              f"(scale {scale:.1f}: {manifest['nodes']} Seren nodes, every {manifest['interval_s']} s, widest file "
-              f"{_widest(raw):,} columns; "
-              f"generated in {gen_s:.0f} s); cells {manifest['bronze.acme_utilization']['cells']:,} "
-              f"utilization + {manifest['bronze.acme_power']['cells']:,} power", flush=True)
+              f"({manifest['nodes']} Seren nodes, every {manifest['interval_s']} s, widest file "
+              f"{_widest(raw):,} columns{f'; generated in {gen_s:.0f} s' if gen_s else ''}); cells "
+              f"{manifest['bronze.acme_utilization']['cells']:,} utilization + "
+              f"{manifest['bronze.acme_power']['cells']:,} power", flush=True)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start", flush=True)
-        config0 = load_config(profile="local", overrides={"lake_root": str(work / "lake")})
-        with start_engine(config0) as engine:
-            if not args.no_breakdown:
-                with RssSampler() as sampler:
-                    rows, wall, cpu = parse_only(engine, raw, work)
-                _phase("tracelake parse only (utilization -> Parquet)", rows, wall, cpu, sampler)
-            with RssSampler() as sampler:
-                rows, ours, cpu, stats = tracelake_ingest(engine, raw, work)
-            _phase("tracelake ingest (local/Sail: parse, gate, quarantine, Delta MERGE)", rows, ours, cpu, sampler)
-            for s in stats:
-                print(f"  {s.table}: read {s.rows_read:,} kept {s.rows_kept:,} quarantined {s.rows_quarantined:,}")
-        try:
-            with RssSampler() as sampler:
-                duck_rows, duck, cpu = duckdb_unpivot(raw, work)
-        except ImportError:
-            print("duckdb not installed: pip install -e '.[bench]' for the comparison")
-            return
-        _phase("duckdb unpivot (CSV -> long Parquet)", duck_rows, duck, cpu, sampler)
-        print(f"ratio tracelake ingest / duckdb rows/s: {(rows / ours) / (duck_rows / duck):.3f}x")
+        trees = {"tracelake": REPO / "src"}
+        if args.rev:
+            (work / "rev").mkdir()
+            trees[f"tracelake {args.rev}"] = export_rev(args.rev, work / "rev")
+        figures: dict[str, list[tuple]] = {}
+        for r in range(args.rounds):
+            print(f"round {r + 1}:", flush=True)
+            for label, src in trees.items():
+                wall, cpu, rss = ingest(src, raw, work)
+                figures.setdefault(label, []).append((cells, wall, cpu, rss))
+                _line(f"{label} ingest acme (CLI, process start to exit)", cells, wall, cpu, rss)
+            if not args.no_duckdb:
+                wall, cpu, rss, rows = duckdb_unpivot(raw, work)
+                figures.setdefault("duckdb", []).append((rows, wall, cpu, rss))
+                _line("duckdb unpivot (CSV -> long Parquet, 2 threads)", rows, wall, cpu, rss)
+        print("medians:")
+        medians = {label: tuple(statistics.median(run[i] for run in runs) for i in range(4))
+                   for label, runs in figures.items()}
+        for label, (rows, wall, cpu, _) in medians.items():
+            _line(label, int(rows), wall, cpu, max(run[3] for run in figures[label]))
+        if "duckdb" in medians:
+            _, d_wall, d_cpu, _ = medians["duckdb"]
+            for label in trees:
+                _, wall, cpu, _ = medians[label]
+                print(f"DuckDB ÷ {label} (wall / CPU): {d_wall / wall:.2f} / {d_cpu / cpu:.2f}")
         print(f"load average at end {os.getloadavg()[0]:.1f} (other processes share these cores)")
 
 

@@ -13,17 +13,23 @@ import gzip
 import json
 import re
 import shutil
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.errors import TracelakeError
+from tracelake.io.staging import Checked, parse_path, settle
+from tracelake.io.text import RawFile
+from tracelake.quality.split import staged_form
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
-from tracelake.sources.acme import unpivot, utilization
+from tracelake.sources.acme import unpivot, utilization, widepass
 from tracelake.sources.acme.synth import utilization as generate_util
 from tracelake.sources.acme.utilization import parse_column_name, plan
 
@@ -39,10 +45,18 @@ def _t(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)
 
 
+def _staged(spark, parse, staging: Path, table: str):
+    """A parse as an ingest stages it (io.staging.settle with the bronze step's projection: raw
+    text kept for the rows set aside only); a Checked one pass falls back as in an ingest."""
+    schema = load_schema(table)
+    return settle(parse, parse_path(staging, table), lambda frame: staged_form(frame, schema, {}, False))[0]
+
+
 def _parse(spark, raw_dir: Path, table: str):
-    """The parser's frame (the parse_lines contract), cached in Python rows' reach."""
-    [item] = [i for i in plan(raw_dir, raw_dir / "_staging") if i.table == table]
-    return item.parser(spark, item.files, load_schema(table))
+    """The plan's parser (for utilization the one pass with its exact fallbacks), staged."""
+    staging = Path(tempfile.mkdtemp(prefix="tracelake-acme-parse-"))  # not in the fixture's folder
+    [item] = [i for i in plan(raw_dir, staging) if i.table == table]
+    return _staged(spark, item.parser(spark, item.files, load_schema(table)), staging, table)
 
 
 def _good(frame, columns: list[str]):
@@ -250,15 +264,17 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
 @pytest.mark.parametrize("inline_keys", [unpivot.MAX_INLINE_KEYS, 0], ids=["in-list", "joined-keys"])
 def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month, tmp_path, monkeypatch, inline_keys):
     """A large input is exploded one group of files at a time and its duplicates ranked in parts
-    (utilization.unpivot_files): same rows, reasons and lineage as the single plan, duplicates
-    across the monthly files included."""
+    (utilization.unpivot_files): same rows, reasons and lineage as the plan's parse (for
+    utilization the one pass, whose exact parts are single plans here), duplicates across the
+    monthly files included."""
     one_plan = {t: _parse(spark, month, t) for t in (UTIL, POWER)}
     monkeypatch.setattr(utilization, "GROUP_BYTES", 1)  # every file a group, staged
     monkeypatch.setattr(utilization, "RANK_ROWS", 100)  # the duplicates ranked in several parts
     monkeypatch.setattr(unpivot, "MAX_INLINE_KEYS", inline_keys)  # 0: the repeated keys are joined
+    exact = {UTIL: utilization.parse_utilization, POWER: utilization.parse_power}  # the ingest's utilization parser is the one pass
     for item in plan(month, tmp_path):
-        staged = item.parser(spark, item.files, load_schema(item.table))
-        assertDataFrameEqual(staged, one_plan[item.table])
+        staged = exact[item.table](spark, item.files, load_schema(item.table), staging=tmp_path)
+        assertDataFrameEqual(_staged(spark, staged, tmp_path / "settled", item.table), one_plan[item.table])
     assert len(list(tmp_path.glob("acme-cells-*/cells"))) == 2  # both tables went the staged way
     assert len(list(tmp_path.glob("acme-cells-*/ranked"))) == 2  # both have duplicates to rank
 
@@ -271,6 +287,101 @@ def test_generator_is_deterministic_and_scales(tmp_path, month):
         assert (again / path.relative_to(month)).read_bytes() == path.read_bytes(), path.name
     assert generate_util.sizes(0.5) == (2, 7200) and generate_util.sizes(1) == (4, 3600)
     assert generate_util.sizes(35) == (140, 105)
+
+
+# ------------------------------------------------------------------ the one pass against the exact parse
+
+def _pass_and_exact(spark, raw_dir: Path, tmp_path: Path):
+    [item] = [i for i in plan(raw_dir, tmp_path / "pass") if i.table == UTIL]
+    schema = load_schema(UTIL)
+    fast = item.parser(spark, item.files, schema)
+    assert isinstance(fast, Checked)
+    exact = utilization.parse_utilization(spark, item.files, schema)
+    return _staged(spark, fast, tmp_path / "pass", UTIL), _staged(spark, exact, tmp_path / "exact", UTIL)
+
+
+@pytest.mark.portable
+def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
+    """Generated month: every file read by the pass; the repeated Time rows, within a file and
+    across the monthly files, taken from the exact parse of those lines alone."""
+    fast, exact = _pass_and_exact(spark, month, tmp_path)
+    assertDataFrameEqual(fast, exact)
+    cells, distinct = reference_cells(month)[UTIL]
+    assert (fast.count(), fast.filter(F.size("_parse_errors") == 0).count()) == (cells, distinct)
+    assert list(tmp_path.glob("pass/acme-repeats-*/ranked"))  # the repeated lines went the exact way
+    assert not list(tmp_path.glob("pass/acme-cells-*"))  # and no file was parsed exactly whole
+
+
+@pytest.mark.portable
+def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month, tmp_path):
+    """A non-finite cell and a short line in one monthly file: that metric's files are parsed
+    line by line (reasons as before); every other file still goes through the pass."""
+    raw = tmp_path / "raw"
+    shutil.copytree(month / "utilization", raw / "utilization")
+    path = raw / "utilization" / "seren" / "GPU_UTIL-2023-08.csv"
+    lines = path.read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[1] = "inf"
+    lines[5] = ",".join(fields)
+    lines[9] = lines[9].rsplit(",", 1)[0]
+    path.write_text("\n".join(lines) + "\n")
+    fast, exact = _pass_and_exact(spark, raw, tmp_path)
+    assertDataFrameEqual(fast, exact)
+    reasons = {r[0] for r in fast.filter(F.size("_parse_errors") > 0).select(F.col("_parse_errors")[0]).collect()}
+    assert {"duplicate Time row", "value: 'inf' is not a finite number",
+            f"expected {len(fields)} fields, found {len(fields) - 1}"} <= reasons
+    assert len(list(tmp_path.glob("pass/acme-cells-*"))) == 0  # one group: the exact parse in one plan
+    marked = [r for r in widepass.one_file(_file_row(path, month)) if r.column(widepass.KIND)[0].as_py() == widepass.MARKER]
+    assert len(marked) == 1
+
+
+def _file_row(path: Path, month: Path, dictionary: bool = False) -> dict:
+    """widepass's input row for one generated file (utilization.pass_rows)."""
+    header = utilization.read_header(str(path), path.name)
+    raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
+    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0}
+    [row] = utilization.pass_rows([raw], [entry], [utilization.utilization_header_rows(0, raw, header)], dictionary)
+    return dict(zip(widepass.FILE_COLUMNS, row))
+
+
+@pytest.mark.portable
+def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch):
+    """widepass alone, no engine: blocks of a few lines give the same cells as one block, one
+    line row per line, and no marker for a good file; strings as dictionaries or decoded alike."""
+    path = month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
+    whole = pa.concat_tables([t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month, True))])
+    monkeypatch.setattr(widepass, "BLOCK_BYTES", 4096)
+    blocks = list(widepass.one_file(_file_row(path, month)))
+    assert len(blocks) > 4
+    kinds = pa.concat_tables(blocks).column(widepass.KIND).to_pylist()
+    assert widepass.MARKER not in kinds
+    with open(path) as fh:
+        assert kinds.count(widepass.LINE) == sum(1 for _ in fh) - 1
+    key = ["ts", "node_ip", "gpu_index", "value"]
+    cells = [t.filter(pa.compute.equal(t.column(widepass.KIND), widepass.CELL)).select(key) for t in (whole, pa.concat_tables(blocks))]
+    assert sorted(cells[0].to_pylist(), key=str) == sorted(cells[1].to_pylist(), key=str)
+    written = sum(1 for line in path.read_text().splitlines()[1:] for v in line.split(",")[1:] if v)
+    assert cells[0].num_rows == written
+
+
+@pytest.mark.portable
+def test_wide_pass_reads_gzip_and_marks_what_it_cannot_take(month, tmp_path):
+    """A .gz file gives the rows of the plain one; a cell 'nan', a Time with a fraction, a
+    quoted value or a trailing comma each make the file a single marker after what it yielded."""
+    path = month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
+    packed = tmp_path / "GPU_UTIL-2023-07.csv.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+
+    def rows(p: Path) -> list:
+        return sorted(pa.concat_tables(widepass.one_file({**_file_row(path, month), "path": str(p)})).to_pylist(), key=str)
+    assert rows(packed) == rows(path)
+    lines = path.read_text().splitlines()
+    for spoil in (lambda f: f[:1] + ["nan"] + f[2:], lambda f: [f[0] + ".5"] + f[1:],
+                  lambda f: f[:1] + ['"1"'] + f[2:], lambda f: [*f, ""]):
+        bad = tmp_path / "bad.csv"
+        bad.write_text("\n".join([*lines[:3], ",".join(spoil(lines[3].split(","))), *lines[4:]]) + "\n")
+        kinds = [t.column(widepass.KIND).to_pylist() for t in widepass.one_file({**_file_row(path, month), "path": str(bad)})]
+        assert kinds[-1] == [widepass.MARKER] and widepass.MARKER not in sum(kinds[:-1], [])
 
 
 # ------------------------------------------------------------------ ingest with Delta

@@ -21,6 +21,11 @@ window sorts every repeated cell, a number that grows with the input (4.79 GB fo
 a 5 GB input). wide_to_long is the one-plan parse; utilization.unpivot_files runs the same
 steps as jobs over groups of files for large inputs (explode_cells per group, ranked_cells in
 parts, then single_cells and contract_rows over the stored cells), with the same result.
+
+This is the exact parse. An ingest unpivots most files in one pass per file in Arrow
+(widepass.py) and comes here only for a series whose files fail the pass's checks, and for
+the lines of repeated Time keys (utilization.repeated_line_cells), so that every quarantine
+row and reason stays this module's.
 """
 
 from __future__ import annotations

@@ -12,9 +12,14 @@ under utilization/ is an error, so a misplaced file is never skipped quietly.
 
 Metric files are wide: `Time` (epoch seconds) and one column per node IP (`<IP>`, IB counters
 `<IP>-mlx5_0`) or per GPU (`<IP>-<gpu index>`). Their headers differ per file, so the default
-reader (fixed header) does not apply: the header is read here, at the edge, parsed into a small
-frame, and Spark does the wide-to-long (unpivot.py; an input larger than GROUP_BYTES is run as
-staged jobs over groups of files, so memory stays flat: unpivot_files). One bronze row per cell:
+reader (fixed header) does not apply: the header is read here, at the edge, and parsed once.
+An ingest reads each file in one pass (widepass.py, through mapInArrow: pyarrow's streaming CSV
+reader where the engine's task runs, the unpivot in numpy, a block of lines at a time), and
+parses line by line (the exact parse: unpivot.py in Spark, over a small header frame; an input
+larger than GROUP_BYTES as staged jobs over groups of files, unpivot_files) only what needs it:
+every file of a series one file of which fails a check of the pass or has a column the header
+rules reject, and the lines of a (series, Time) key that more than one line has, whose cells are
+ranked as below (parse_utilization_files). One bronze row per cell:
 
   * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
   * a cell that is not a finite number, sits under a column name that is not
@@ -43,22 +48,27 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.staging import stage, write_staged
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID
+from tracelake.io.staging import Checked, stage, write_staged
 from tracelake.io.text import RawFile, quoted_content, regular_file
 from tracelake.schema import TableSchema
+from tracelake.sources.acme import unpivot, widepass
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
     Repeats,
@@ -71,6 +81,8 @@ from tracelake.sources.acme.unpivot import (
     split_lines,
     wide_to_long,
 )
+
+log = logging.getLogger(__name__)
 
 UTILIZATION_TABLE = "bronze.acme_utilization"
 POWER_TABLE = "bronze.acme_power"
@@ -207,7 +219,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     _one_per_series(power, ("cluster", "kind"))
     inputs = []
     if metrics:
-        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization, staging=staging)))
+        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization_files, staging=staging)))
     if power:
         inputs.append(TableInput(POWER_TABLE, power, partial(parse_power, staging=staging)))
     return inputs
@@ -369,20 +381,168 @@ UTILIZATION_HEADER = (
 )
 
 
-def parse_utilization(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
-) -> DataFrame:
-    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract).
-    A large input is exploded in groups of files staged under `staging` (unpivot_files)."""
-    entries, header_rows = [], []
+def _utilization_inputs(spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+    """(each file's entry for read_wide_lines, the header frame, each file's header rows)."""
+    entries, per_file = [], []
     for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "metric")))):
         header = read_header(raw.path, raw.name)
         entries.append(_file_entry(i, raw, header, series, header.names.index("Time"), -1))
-        header_rows += utilization_header_rows(i, raw, header)
-    header_df = spark.createDataFrame(header_rows, UTILIZATION_HEADER)
-    keys = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
-    data = [F.col(c) for c in (*keys, "value", "unit")]
-    return unpivot_files(spark, entries, header_df, ["series_id", "ts"], keys, data, staging)
+        per_file.append(utilization_header_rows(i, raw, header))
+    header_df = spark.createDataFrame([r for rows in per_file for r in rows], UTILIZATION_HEADER)
+    return entries, header_df, per_file
+
+
+UTIL_KEYS = ["cluster", "metric", "ts", "node_ip", "gpu_index", "ib_device"]
+UTIL_LINE_KEYS = ["series_id", "ts"]
+
+
+def _util_data() -> list:
+    return [F.col(c) for c in (*UTIL_KEYS, "value", "unit")]
+
+
+def parse_utilization(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame:
+    """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract),
+    line by line: the exact parse. A large input is exploded in groups of files staged under
+    `staging` (unpivot_files). An ingest takes the one pass first (parse_utilization_files)."""
+    entries, header_df, _ = _utilization_inputs(spark, files)
+    return unpivot_files(spark, entries, header_df, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging)
+
+
+# ---------------------------------------------------------------- the one pass (widepass), checked
+
+PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
+
+
+_DICTIONARY: dict[int, bool] = {}
+
+
+def takes_dictionary_strings(spark: SparkSession) -> bool:
+    """Whether the engine takes a dictionary-encoded array for a string column of mapInArrow's
+    output (Sail does; classic Spark fails the task: "Cannot call the method getUTF8String"):
+    probed once per session with one row, so that no code branches on the profile."""
+    key = id(spark)
+    if key not in _DICTIONARY:
+        try:
+            rows = spark.range(1).mapInArrow(widepass.dictionary_probe, "s string").collect()
+            _DICTIONARY[key] = [r[0] for r in rows] == ["x"]
+        except Exception:  # noqa: BLE001 - any refusal means: decode in the function
+            _DICTIONARY[key] = False
+    return _DICTIONARY[key]
+
+
+def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool) -> list[tuple]:
+    """widepass's input, one row per file (FILE_COLUMNS), largest file first so that the engine's
+    round-robin spreads the large files over its partitions."""
+    rows = []
+    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
+        facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
+        rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
+                     entry["series_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
+    return rows
+
+
+def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
+             schema: TableSchema) -> DataFrame:
+    """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
+    and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
+    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark))
+    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, unit string, "
+                                        "series_id int, time_pos int, n_cols int, columns_json string, dictionary boolean")
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
+    out = frame.repartition(max(1, min(partitions, len(rows)))).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
+    cell = F.col(widepass.KIND) == widepass.CELL
+    row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
+                         F.col("gpu_index").cast("string"), F.col("ib_device"))
+    return out.select(
+        *[F.col(c.name) for c in schema.data_columns], "source_file",
+        F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
+        row_id.alias(ROW_ID),
+        F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
+        widepass.KIND, widepass.SERIES,
+    )
+
+
+def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFrame, keys: list[str],
+                        staging: Path) -> DataFrame:
+    """The exact parse of only the lines whose key (unpivot.line_key of series and Time) is in
+    `keys`: their cells exploded a group of files per job, ranked (rank_in_parts) and finished
+    as the exact parse finishes a repeated line's cells."""
+    folder = Path(staging) / f"acme-repeats-{uuid.uuid4().hex[:8]}"
+    repeats = Repeats(keys, None)
+
+    def group_cells(group: list[dict]) -> DataFrame:
+        lines = mark_repeated_lines(split_lines(read_wide_lines(spark, group), LOCAL_ZONE), UTIL_LINE_KEYS, repeats)
+        return explode_cells(lines.filter(F.col("repeated")))
+
+    cells = stage_parts([group_cells(g) for g in file_groups(entries, GROUP_BYTES)], folder / "cells")
+    return contract_rows(rank_in_parts(cells, header, UTIL_KEYS, folder / "ranked"), _util_data())
+
+
+def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header: DataFrame,
+          exact_series: set[tuple[str, str]], contract: StructType, staging: Path) -> Callable:
+    """Checked.rest of the pass: its cells but those of a series a file of which failed a check
+    (every file of such a series is parsed exactly) and those of repeated (series, Time) keys
+    (their lines parsed exactly, ranked as before); the line and marker rows dropped."""
+    series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
+    series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
+
+    def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
+        kind, series = F.col(widepass.KIND), F.col(widepass.SERIES)
+        failed = {r[0] for r in staged.filter(kind == widepass.MARKER).select(series).distinct().collect()}
+        lines = staged.filter(kind == widepass.LINE).groupBy(widepass.SERIES, "ts").count()
+        found = lines.filter(F.col("count") > 1).select(series, F.unix_micros("ts").alias("us"))
+        repeated = found.limit(unpivot.MAX_INLINE_KEYS + 1).collect()
+        exact = {series_ids[s] for s in exact_series} | failed
+        if len(repeated) > unpivot.MAX_INLINE_KEYS:  # e.g. a metric both unsplit and split: those series exactly
+            exact |= {r[0] for r in found.select(series).distinct().collect()}
+            repeated = []
+        keys = sorted({(int(r[0]), int(r[1])) for r in repeated if r[0] not in exact})
+        # one test per row, cheap on every scan of the kept rows: whole-second Times (the pass
+        # takes no other) plus a series id below a million name a (series, Time) key uniquely
+        drop = F.lit(False)
+        if exact:
+            drop = drop | series.isin(sorted(exact))
+        if keys:
+            drop = drop | (F.unix_micros("ts") + series).isin([us + s for s, us in keys])
+        good = staged.filter((kind == widepass.CELL) & ~drop).drop(widepass.KIND, widepass.SERIES)
+        log.info("%s: %d series parsed line by line, %d repeated Time key(s)", UTILIZATION_TABLE, len(exact), len(keys))
+        parts = []
+        if exact:
+            chosen = [e for e in entries if e["series_id"] in exact]
+            parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging))
+        if keys:
+            with_keys = {s for s, _ in keys}
+            chosen = [e for e in entries if e["series_id"] in with_keys]
+            parts.append(repeated_line_cells(spark, chosen, header, [f"{s}|{us}" for s, us in keys], staging))
+        remainder = union_all(parts) if parts else spark.createDataFrame([], contract)
+        return good, remainder
+    return rest
+
+
+def parse_utilization_files(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame | Checked:
+    """The TableInput parser. With `staging` (an ingest), the one pass: every file read once,
+    checked and unpivoted in Arrow (widepass), and line by line only where the exact parse is
+    needed: every file of a series one file of which fails a check or has a column the header
+    rules reject, and the lines of a (series, Time) key that more than one line has (the
+    duplicate ranking spans files). Without `staging`, the exact parse (parse_utilization)."""
+    if staging is None:
+        return parse_utilization(spark, files, schema)
+    entries, header_df, per_file = _utilization_inputs(spark, files)
+    bad_header = {(f.constants["cluster"], f.constants["metric"])
+                  for f, rows in zip(files, per_file) if any(r[14] is not None for r in rows)}
+    chosen = [i for i, f in enumerate(files) if (f.constants["cluster"], f.constants["metric"]) not in bad_header]
+    if not chosen:
+        return parse_utilization(spark, files, schema, staging)
+    frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
+                     [per_file[i] for i in chosen], schema)
+    contract = frame.drop(widepass.KIND, widepass.SERIES).schema
+    rest = _rest(spark, files, entries, header_df, bad_header, contract, staging)
+    # never held whole: the line rows are always dropped by `rest`
+    return Checked(frame, lambda staged: False, lambda: parse_utilization(spark, files, schema, staging), rest)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
