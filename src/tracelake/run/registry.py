@@ -4,7 +4,6 @@ Sources are imported by name at run time, so nothing in the kernel imports a sou
 
 from __future__ import annotations
 
-import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -30,16 +29,15 @@ def source_names() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
 
 
-@functools.cache
 def _declared(module: str) -> Source:
-    """A package's `SOURCE`, or what its `declare()` returns (built once, on first use, so that
-    importing the package, as `generate` does, loads no engine library)."""
+    """A package's `SOURCE`: what its `declare()` returns, built on first use (so that importing
+    the package, as `generate` does, loads no engine library) and kept there as `SOURCE`."""
     from tracelake.api.source import Source
 
     package = importlib.import_module(module)
     source = getattr(package, "SOURCE", None)
     if source is None and callable(getattr(package, "declare", None)):
-        source = package.declare()
+        source = package.SOURCE = package.declare()
     if not isinstance(source, Source):
         raise TracelakeError(f"{module} declares no SOURCE or declare() (tracelake.api.source.Source)")
     return source

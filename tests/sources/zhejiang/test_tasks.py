@@ -64,7 +64,7 @@ def real(engine, tmp_path_factory):
     os.symlink(taskinfo, root / "raw" / "taskinfo")
     config = make_config(root / "lake")
     with pytest.MonkeyPatch.context() as patch:  # this part's derived tables only (not other parts')
-        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=(*topology.DERIVED, *tasklogs.DERIVED)))
+        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.declare(), derived=(*topology.DERIVED, *tasklogs.DERIVED)), raising=False)
         stats = run_ingest(engine, config, "zhejiang", str(root / "raw"))
     return {s.table: s for s in stats}, config
 
@@ -345,7 +345,7 @@ def test_hf_task_round_trips_through_the_parser(spark, tmp_path, monkeypatch):
 def test_megatron_task_round_trips_through_the_pipeline(engine, spark, config, tmp_path, monkeypatch):
     monkeypatch.setattr(generate_tasks, "SAVE_STEPS", 10)
     # only this part's derived tables: the correlation tables of other parts need traffic/topology
-    monkeypatch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=(*topology.DERIVED, *tasklogs.DERIVED)))
+    monkeypatch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.declare(), derived=(*topology.DERIVED, *tasklogs.DERIVED)), raising=False)
     spec = _spec("megatron")
     folder = write_task(tmp_path / "raw" / "taskinfo", spec, seed=5)
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}

@@ -34,7 +34,7 @@ def real(engine, tmp_path_factory):
     os.symlink(workbook, root / "raw" / WORKBOOK)
     config = make_config(root / "lake")
     with pytest.MonkeyPatch.context() as patch:  # this part's derived tables only (not other parts')
-        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.SOURCE, derived=tuple(topology.DERIVED)))
+        patch.setattr(zhejiang_source, "SOURCE", replace(zhejiang_source.declare(), derived=tuple(topology.DERIVED)), raising=False)
         stats = run_ingest(engine, config, "zhejiang", str(root / "raw"))
     return {s.table: s for s in stats}, config
 
