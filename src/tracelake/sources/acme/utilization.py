@@ -450,8 +450,11 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark))
     frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, unit string, "
                                         "series_id int, time_pos int, n_cols int, columns_json string, dictionary boolean")
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 2)
-    out = frame.repartition(max(1, min(partitions, len(rows)))).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
+    # files read at once: each costs its task ~2 GB while its rows are staged (measured on Sail
+    # 0.7.2, 2,000 columns: 4 files at once peaked at 8.2 GB, 2 at 4.75 GB), and tasks beyond
+    # the cores add memory, not speed
+    partitions = min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), os.cpu_count() or 2, len(rows))
+    out = frame.repartition(max(1, partitions)).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
                          F.col("gpu_index").cast("string"), F.col("ib_device"))
