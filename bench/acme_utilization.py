@@ -35,10 +35,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from revision import export_rev
 
 REPO = Path(__file__).resolve().parent.parent
 PILOT_SCALE = 4.0
@@ -106,16 +107,6 @@ def generate_at_size(work: Path, size_gb: float, seed: int, width: int | None) -
         shutil.rmtree(pilot)
         _generate(raw, 0.0, seed, nodes, interval)
     return raw, time.perf_counter() - start
-
-
-def export_rev(rev: str, into: Path) -> Path:
-    """`src/` of a git revision (with the conf/, schemas/ and expectations/ it reads)."""
-    archive = into / "rev.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), rev,
-                    "src", "conf", "schemas", "expectations"], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

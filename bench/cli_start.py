@@ -19,10 +19,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from revision import export_rev
 
 REPO = Path(__file__).resolve().parents[1]
 QUERY = "SELECT count(*) AS jobs FROM bronze.itp_jobs"
@@ -40,16 +41,6 @@ def _run(src: Path, *args: str, cwd: Path | None = None) -> float:
 
 def _median(src: Path, repeat: int, *args: str) -> float:
     return statistics.median(_run(src, *args) for _ in range(repeat))
-
-
-def _export(rev: str, into: Path) -> Path:
-    """`src/` of a revision (with the conf/, schemas/ and expectations/ it reads), as git stores it."""
-    archive = into / "rev.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), rev,
-                    "src", "conf", "schemas", "expectations"], check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 def _served(src: Path, lake: Path) -> subprocess.Popen | None:
@@ -104,7 +95,7 @@ def main() -> None:
         trees = {"working tree": here}
         if args.rev:
             (work / "rev").mkdir()
-            trees[args.rev] = _export(args.rev, work / "rev")
+            trees[args.rev] = export_rev(args.rev, work / "rev")
         results = {name: _figures(f"t{i}", src, lake, args.repeat, args.demo, work)
                    for i, (name, src) in enumerate(trees.items())}
     names = list(results)
