@@ -59,3 +59,34 @@ def test_step_summary_figures():
     assert step_summary({"files": (1, 24), "rows": 10, "eta_s": 3725}, 1.0) == \
         "files 1/24, 10 rows (10 rows/s), 1.0 s, ETA 1 h 02 min"
     assert step_summary({}, 0.04) == "0.0 s"
+
+
+def test_a_parse_still_running_gets_lines_with_files_done_rows_and_an_eta(engine, tmp_path, monkeypatch):
+    from tracelake.app import cli
+    from tracelake.sources.zhejiang import portpass
+
+    ports = [(LEAF1, f"TwoHundredGigE1/0/{n}:1") for n in range(1, 7)]
+    write_port_hour(tmp_path / "raw", "2024052400", ports, _load, seed=77)
+    one_file = portpass.one_file
+
+    def slow(file):  # each file takes 0.2 s: the in-process tasks of the local profile see this
+        import time
+        time.sleep(0.2)
+        return one_file(file)
+
+    monkeypatch.setattr(portpass, "one_file", slow)
+    monkeypatch.setattr(cli, "PLAIN_EVERY_S", (0.1, 0.1))
+    done = tracelake_in_process(engine, "ingest", "zhejiang", "--raw", str(tmp_path / "raw"), "--lake", str(tmp_path / "lake"),
+                                "--hours", "2024052400")
+    assert done.returncode == 0, done.stderr
+    running = [line for line in done.stderr.splitlines() if line.startswith("tracelake: … ")]
+    assert running, done.stderr
+    pattern = (rf"tracelake: … bronze\.zj_port_counters: 6 file\(s\): files ([1-6])/6, "
+               rf"({NUMBER}) rows \({NUMBER} rows/s\), \d+\.\d s, ETA \d+ s")
+    matched = [re.fullmatch(pattern, line) for line in running]
+    assert all(matched), running
+    told = [(int(m.group(1)), int(m.group(2).replace(",", ""))) for m in matched]
+    assert told == sorted(told)  # files and rows only grow
+    final = next(line for line in done.stderr.splitlines() if line.startswith("tracelake: ✓ bronze.zj_port_counters"))
+    total = int(re.search(rf"({NUMBER}) rows", final).group(1).replace(",", ""))
+    assert all(rows <= total for _, rows in told) and (told[-1][0] < 6 or told[-1][1] == total)

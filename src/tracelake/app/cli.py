@@ -227,9 +227,31 @@ def step_summary(note: dict, took: float) -> str:
     return ", ".join(parts)
 
 
+LIVE_EVERY_S = 0.5  # how often a terminal's line shows a parse's progress
+PLAIN_EVERY_S = (5.0, 60.0)  # a plain log's lines for a parse still running: the first after 5 s, then
+# spaced by half the time so far, at most a minute apart (a 25-minute parse gets ~30 lines, not 300)
+
+
+def live_summary(watch, elapsed: float) -> str | None:
+    """A running parse's figures from its tasks' tallies (io.progress): files done of its
+    files, rows and rows/s, elapsed, and an ETA; None before the first file is done."""
+    files, rows, _ = watch.done()
+    if not files or not watch.sizes:
+        return None
+    parts = [f"files {files:,}/{len(watch.sizes):,}", f"{rows:,} rows ({rows / max(elapsed, 0.05):,.0f} rows/s)",
+             f"{elapsed:.1f} s"]
+    eta = watch.eta_s(elapsed)
+    if eta is not None:
+        parts.append(f"ETA {_duration(eta)}")
+    return ", ".join(parts)
+
+
 def _step_fn(progress):
     """The run's step callback: each step yields a dict the run fills with its figures; the
-    step's line gets them when it ends (a live line on a terminal, else one plain line)."""
+    step's line gets them when it ends (a live line on a terminal, else one plain line). While a
+    step whose dict holds a `live` watch runs, its figures so far are shown: on the live line,
+    or as plain lines spaced by PLAIN_EVERY_S."""
+    import threading
     import time
 
     @contextlib.contextmanager
@@ -237,7 +259,29 @@ def _step_fn(progress):
         note: dict = {}
         started = time.monotonic()
         task = progress.add_task(label, total=1) if progress is not None else None
-        yield note
+        stop = threading.Event()
+
+        def pause() -> float:
+            if task is not None:
+                return LIVE_EVERY_S
+            first, most = PLAIN_EVERY_S
+            return min(most, max(first, (time.monotonic() - started) / 2))
+
+        def tick() -> None:
+            while not stop.wait(pause()):
+                text = live_summary(note["live"], time.monotonic() - started) if "live" in note else None
+                if text and task is not None:
+                    progress.update(task, description=f"{label}: {text}")
+                elif text:
+                    print(f"tracelake: … {label}: {text}", file=sys.stderr, flush=True)
+
+        ticker = threading.Thread(target=tick, name="tracelake-progress", daemon=True)
+        ticker.start()
+        try:
+            yield note
+        finally:
+            stop.set()
+            ticker.join()
         summary = step_summary(note, time.monotonic() - started)
         if task is not None:
             progress.update(task, completed=1, description=f"[green]✓[/] {label}: {summary}")

@@ -84,5 +84,6 @@ def flush_results(spark: SparkSession, config: Config, run: Run) -> None:
 
 # progress callback: called with a label, returns a context; what it yields, when a dict, is
 # filled in by the run before the step ends (`rows`: rows read; `files`: (done, total) raw files
-# of the run; `eta_s`: seconds the rest of a --hours range should take), for the progress line
+# of the run; `eta_s`: seconds the rest of a --hours range should take; `live`: an io.progress
+# Watch the display may poll while the step runs, for files done and an ETA), for the progress line
 Step = Callable[[str], object]

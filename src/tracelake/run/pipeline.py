@@ -21,7 +21,7 @@ from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
-from tracelake.io import objectstore
+from tracelake.io import objectstore, progress
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
@@ -127,7 +127,9 @@ def _ingest_batch(
     `files` is [raw files done, in the run] and is counted on."""
     prepared = []
     for item in batch:
-        with step(f"{item.table}: {len(item.files)} file(s){hour}") as note:
+        with step(f"{item.table}: {len(item.files)} file(s){hour}") as note, \
+                progress.watching(run.staging / "progress" / item.table) as watch:
+            _note(note, live=watch)
             prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
             files[0] += len(item.files)
             _note(note, rows=prepared[-1].rows_read, files=tuple(files))

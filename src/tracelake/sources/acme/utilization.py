@@ -63,6 +63,7 @@ from pyspark.sql.types import StructType
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
+from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.staging import Checked, stage, write_staged
@@ -454,7 +455,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     # 0.7.2, 2,000 columns: 4 files at once peaked at 8.2 GB, 2 at 4.75 GB), and tasks beyond
     # the cores add memory, not speed
     partitions = min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), os.cpu_count() or 2, len(rows))
-    out = frame.repartition(max(1, partitions)).mapInArrow(widepass.parse_files, widepass.OUTPUT_DDL)
+    tally = progress.expect([f.path for f in files])  # the step's ETA (io.progress)
+    out = frame.repartition(max(1, partitions)).mapInArrow(widepass.reporting(tally), widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
                          F.col("gpu_index").cast("string"), F.col("ib_device"))

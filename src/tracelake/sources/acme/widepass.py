@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
+
+from tracelake.io import progress
 
 KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
 SERIES = "_series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
@@ -172,10 +174,20 @@ def dictionary_probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 BATCH_ROWS = 1 << 20  # long rows handed to the engine per batch
 
 
-def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file, in
-    batches of at most BATCH_ROWS rows."""
+    batches of at most BATCH_ROWS rows; each file done is told to io.progress."""
     for batch in batches:
         for row in batch.to_pylist():
+            rows = 0
             for table in one_file(row):
+                rows += table.num_rows
                 yield from table.to_batches(max_chunksize=BATCH_ROWS)
+            progress.tally(tally_folder, row["path"], rows)
+
+
+def reporting(tally_folder: str | None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """parse_files telling each file done to `tally_folder` (io.progress.expect's)."""
+    def parse_and_tally(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return parse_files(batches, tally_folder)
+    return parse_and_tally

@@ -22,7 +22,7 @@ hour before; ports.rebuild_rates recomputes those from the carried state (transf
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.fs as pafs
 
+from tracelake.io import progress
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
@@ -260,14 +261,15 @@ def one_file(file: dict) -> pa.Table:
 BATCH_ROWS = 131_072  # files' rows handed to the engine together: fewer, larger batches
 
 
-def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file, handed
-    over in batches of about BATCH_ROWS rows."""
+    over in batches of about BATCH_ROWS rows; each file done is told to io.progress."""
     pending: list[pa.Table] = []
     rows = 0
     for batch in batches:
         for file in batch.to_pylist():
             table = one_file(file)
+            progress.tally(tally_folder, file["path"], table.num_rows)
             pending.append(table)
             rows += table.num_rows
             if rows >= BATCH_ROWS:
@@ -275,3 +277,10 @@ def parse_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                 pending, rows = [], 0
     if pending:
         yield from pa.concat_tables(pending).combine_chunks().to_batches()
+
+
+def reporting(tally_folder: str | None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """parse_files telling each file done to `tally_folder` (io.progress.expect's)."""
+    def parse_and_tally(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return parse_files(batches, tally_folder)
+    return parse_and_tally

@@ -34,6 +34,7 @@ from tracelake.api.contract import TableInput, derived
 from tracelake.api.tables import changed_groups, read_tables, staged_parse
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
+from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, stage
@@ -182,7 +183,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> 
     """The parse contract of `files` from portpass, one pass each, with the rate columns it adds
     (portpass.RATE_COLUMNS) and its marker rows (portpass.EXACT: files to parse line by line,
     which carry a parse problem so that nothing counts them as rows)."""
-    out = _file_rows(spark, files).mapInArrow(portpass.parse_files, portpass.OUTPUT_DDL)
+    tally = progress.expect([f.path for f in files])  # the step's ETA (io.progress)
+    out = _file_rows(spark, files).mapInArrow(portpass.reporting(tally), portpass.OUTPUT_DDL)
     marker = F.col(portpass.EXACT)
     no_problem = F.array().cast("array<string>")
     return out.select(
