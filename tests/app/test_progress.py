@@ -81,8 +81,8 @@ def test_a_parse_still_running_gets_lines_with_files_done_rows_and_an_eta(engine
     assert done.returncode == 0, done.stderr
     running = [line for line in done.stderr.splitlines() if line.startswith("tracelake: … ")]
     assert running, done.stderr
-    pattern = (rf"tracelake: … bronze\.zj_port_counters: 6 file\(s\): files ([1-6])/6, "
-               rf"({NUMBER}) rows \({NUMBER} rows/s\), \d+\.\d s, ETA \d+ s")
+    pattern = (rf"tracelake: … bronze\.zj_port_counters: 6 file\(s\): files ([1-6])/6, ETA \d+ s, "
+               rf"({NUMBER}) rows \({NUMBER} rows/s\), \d+\.\d s")
     matched = [re.fullmatch(pattern, line) for line in running]
     assert all(matched), running
     told = [(int(m.group(1)), int(m.group(2).replace(",", ""))) for m in matched]

@@ -233,16 +233,15 @@ PLAIN_EVERY_S = (5.0, 60.0)  # a plain log's lines for a parse still running: th
 
 
 def live_summary(watch, elapsed: float) -> str | None:
-    """A running parse's figures from its tasks' tallies (io.progress): files done of its
-    files, rows and rows/s, elapsed, and an ETA; None before the first file is done."""
+    """A running parse's figures from its tasks' tallies (io.progress): files done of its files
+    and the ETA first (a terminal's line may be cut at its width), then rows, rows/s and the
+    time so far; None before the first file is done."""
     files, rows, _ = watch.done()
     if not files or not watch.sizes:
         return None
-    parts = [f"files {files:,}/{len(watch.sizes):,}", f"{rows:,} rows ({rows / max(elapsed, 0.05):,.0f} rows/s)",
-             f"{elapsed:.1f} s"]
     eta = watch.eta_s(elapsed)
-    if eta is not None:
-        parts.append(f"ETA {_duration(eta)}")
+    parts = [f"files {files:,}/{len(watch.sizes):,}", *([f"ETA {_duration(eta)}"] if eta is not None else []),
+             f"{rows:,} rows ({rows / max(elapsed, 0.05):,.0f} rows/s)", f"{elapsed:.1f} s"]
     return ", ".join(parts)
 
 
