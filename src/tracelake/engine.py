@@ -53,6 +53,18 @@ class Engine:
             return True
         return self._delta_sql is not False
 
+    @property
+    def reaches_stores(self) -> bool:
+        """Whether the engine's tasks can open object-store URLs themselves: a remote or classic
+        engine (with the store's settings, as for a lake there); the local profile's engine on
+        a 127.0.0.1 port, or the private one started with its way out (a lake at a URL). Not a
+        session attached to an engine started by someone else (`serve`): its network is unknown."""
+        if self.profile != "local":
+            return True
+        if isinstance(self._server, private_engine.PrivateServer):
+            return self._server.egress is not None
+        return self._server is not None
+
     def delta_sql_supported(self, probe_path: str) -> bool:
         """Ask the engine once, with `DESCRIBE HISTORY` on an existing table, whether it speaks
         Delta's maintenance SQL; the answer is kept for the rest of the session. A Sail server
