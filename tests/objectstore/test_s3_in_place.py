@@ -78,3 +78,29 @@ def test_real_sample_planned_from_the_store_copies_only_the_workbook_and_task_lo
     assert len(ports.files) == len(on_disk) and all(f.path.startswith(f"{url}/trafficinfo/") for f in ports.files)
     assert staged_files(tmp_path / "run") == sorted(
         p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file() and "trafficinfo" not in p.parts)
+
+
+def test_which_engines_read_the_store_themselves(tmp_path):
+    from tracelake.engine import Engine
+    from tracelake.private_engine import PrivateServer
+
+    assert Engine("connect", None).reaches_stores(str(tmp_path))
+    assert Engine("spark", None).reaches_stores("s3://bucket/lake")
+    assert not Engine("spark", None).reaches_stores(str(tmp_path))  # its file system may know no store
+    assert not Engine("local", None).reaches_stores("s3://bucket/lake")  # attached to a served engine
+    assert Engine("local", None, _server=PrivateServer(None, tmp_path / "s", egress=object())).reaches_stores("s3://b/l")
+    assert not Engine("local", None, _server=PrivateServer(None, tmp_path / "s")).reaches_stores(str(tmp_path))
+
+
+def test_tasks_open_the_store_through_the_proxy_the_engine_is_given(monkeypatch):
+    """pyarrow's S3 client reads no HTTP(S)_PROXY; the private engine's tasks reach a store only
+    through one, so it is handed over, unless NO_PROXY names the host."""
+    from tracelake.io.objectstore import _proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
+    monkeypatch.delenv("HTTPS_PROXY", raising=False)
+    monkeypatch.delenv("https_proxy", raising=False)
+    monkeypatch.setenv("NO_PROXY", "example.com, .internal")
+    assert _proxy("http", "127.0.0.1:9000") == "http://127.0.0.1:3128"
+    assert _proxy("http", "s3.example.com") is None and _proxy("http", "store.internal:9000") is None
+    assert _proxy("https", "bucket.s3.amazonaws.com") is None

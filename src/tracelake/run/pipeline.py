@@ -179,7 +179,7 @@ def run_ingest(
         remove_stale_staging(config, keep=run.staging)
         try:
             with step(f"unpacking {source} inputs"):
-                inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores)
+                inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores(config.lake_root))
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}
