@@ -53,6 +53,20 @@ class Engine:
             return True
         return self._delta_sql is not False
 
+    def reaches_stores(self, lake_root: str) -> bool:
+        """Whether the engine's tasks can open object-store URLs themselves: a Spark Connect
+        server (given the store's settings, as a deployment gives them); classic Spark when its
+        lake is at a URL (its file system is then set up for the store); the local profile's
+        engine on a 127.0.0.1 port, or the private one started with its way out (a lake at a
+        URL). Not a session attached to an engine someone else started (`serve`)."""
+        if self.profile == "connect":
+            return True
+        if self.profile == "spark":
+            return "://" in lake_root
+        if isinstance(self._server, private_engine.PrivateServer):
+            return self._server.egress is not None
+        return self._server is not None
+
     def delta_sql_supported(self, probe_path: str) -> bool:
         """Ask the engine once, with `DESCRIBE HISTORY` on an existing table, whether it speaks
         Delta's maintenance SQL; the answer is kept for the rest of the session. A Sail server

@@ -150,6 +150,17 @@ def _port_file_bad_byte_deep(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _port_file_cut_short(raw: Path) -> list[list[str]]:
+    """A partial upload: the file ends inside its last line, after its fifth field."""
+    text = port_rows("FourHundredGigE1/0/40", [10**9] * 3)
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    cut = text[: len(text) - len(last) - 1 + len(",".join(last.split(",")[:5]))]
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text(cut)
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _empty_switch_folder(raw: Path) -> list[list[str]]:
     """Leaf-1's port file and Leaf-2's folder empty: a copy that stopped part way."""
     files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 2), [])(raw)
@@ -556,6 +567,8 @@ CASES = [
          reasons={"quarantine/zj_port_counters": [["port_matches_file_name"]] * 2}, read={"zj_port_counters": 6}),
     Case("zj_port_file_bad_byte_deep_in_the_file", _port_file_bad_byte_deep, 2,
          "Leaf-1_40.csv: not UTF-8 text (byte 0xe9", rows={"bronze/zj_port_counters": 0}),
+    Case("zj_port_file_cut_short_in_its_last_line", _port_file_cut_short, 0, rows={"bronze/zj_port_counters": 2},
+         reasons={"quarantine/zj_port_counters": [["expected 10 fields, found 5"]]}, read={"zj_port_counters": 3}),
     Case("zj_entry_in_trafficinfo_not_an_hour",
          files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 2),
                 f"trafficinfo/2024052400_old/{LEAF1}_GPU_S9825/Leaf-1_40.csv": PORT_HEADER + "\n"},

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from s3kit import WRONG_SECRET, free_port, server_refusing_keys
 
+from tracelake.io import objectstore
 from tracelake.run.registry import generate
 
 LIMIT_S = 30  # the issue's bound for a store that cannot be used
@@ -85,3 +87,39 @@ def test_raw_archive_cut_short_in_the_bucket_is_refused(s3_server, itp_raw):
     assert last.startswith(f"tracelake: error: s3://{bucket}/raw/raw-traces.tar.gz: truncated or corrupt archive ("), last
     listed = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/")
     assert listed.get("KeyCount", 0) == 0  # nothing written, the lock object removed
+
+
+# port files read in place by the tasks: every check the exact parse makes of a file, through the store
+IN_PLACE_CASES = ("zj_port_file_cut_short_in_its_last_line", "zj_port_file_bad_byte_deep_in_the_file",
+                  "zj_rows_traded_between_port_files", "zj_save_time_in_seconds")
+
+
+@pytest.mark.e2e  # starts an engine per case: the end-to-end set
+@pytest.mark.parametrize("name", IN_PLACE_CASES)
+def test_port_file_cases_read_in_place_end_as_on_local_disk(s3_server, s3_env, tmp_path, name):
+    """The bad-input corpus's port-file cases (tests/bad_inputs/cases.py) with the raw folder in a
+    bucket and the lake there too (so the engine reaches the store and reads the port files at
+    their URLs): the same exit code, message, rows and quarantine reasons as the corpus's local run."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bad_inputs"))
+    from cases import CASES
+    from deltalake import DeltaTable
+
+    [case] = [c for c in CASES if c.name == name]
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    [args] = case.write(raw)
+    bucket = s3_server.new_bucket("badport")
+    s3_server.upload(raw, bucket, "raw")
+    lake = f"s3://{bucket}/lake"
+    args = [a.replace(str(raw), f"s3://{bucket}/raw") for a in args]
+    done = tracelake(s3_env, *args, "--lake", lake, timeout=300)
+    assert done.returncode == case.rc, done.stderr[-2000:]
+    if case.message is not None:
+        assert case.message in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+    for table, expected in case.rows.items():
+        url = f"{lake}/{table}"
+        stored = DeltaTable(url).to_pyarrow_table().num_rows if objectstore.check_reachable(f"{url}/_delta_log") else 0
+        assert stored == expected, table
+    for table, expected in case.reasons.items():
+        got = DeltaTable(f"{lake}/{table}").to_pyarrow_table().column("reasons").to_pylist()
+        assert sorted(got) == sorted(expected), table

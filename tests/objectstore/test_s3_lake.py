@@ -28,6 +28,22 @@ def ok(done: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return done
 
 
+# the CLI with its run's cleanup left out, so a test can look into what the run staged
+KEEP_STAGING = ("import sys; import tracelake.run.context as context; context.Run.cleanup = lambda self: None; "
+                "from tracelake.__main__ import run; sys.argv[0] = 'tracelake'; run()")
+
+
+def ingest_keeping_staging(env: dict, staging: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", KEEP_STAGING, "ingest", *args, "--conf", f"staging_dir={staging}"],
+                          capture_output=True, text=True, env={**env, "RUST_LOG": "error"}, timeout=900)
+
+
+def staged_raw(staging: Path) -> list[str]:
+    """The raw files the run copied to its staging folder (<staging>/<run id>/raw/…)."""
+    [run] = [p for p in staging.iterdir() if p.is_dir()]
+    return sorted(p.relative_to(run / "raw").as_posix() for p in (run / "raw").rglob("*") if p.is_file())
+
+
 def table_counts(env: dict, lake: str, *flags: str) -> dict[str, int]:
     listed = rows(ok(tracelake(env, "tables", "--lake", lake, *flags)).stdout)
     assert listed[0] == ["table", "rows", "version", "last_operation"]
@@ -104,11 +120,17 @@ def test_zhejiang_real_sample_from_s3_into_s3_equals_local_disk(s3_server, tmp_p
     s3_server.upload(release, bucket, "raw/cluster_2000_A100")
     env = {**os.environ, **s3_server.env}
     lake = f"s3://{bucket}/lake"
-    ok(tracelake(env, "ingest", "zhejiang", "--raw", f"s3://{bucket}/raw/cluster_2000_A100", "--lake", lake))
+    staging = tmp_path / "staging"
+    ok(ingest_keeping_staging(env, staging, "zhejiang", "--raw", f"s3://{bucket}/raw/cluster_2000_A100", "--lake", lake))
     ok(tracelake(env, "ingest", "zhejiang", "--raw", str(release), "--lake", str(tmp_path / "lake")))
     on_s3 = table_counts(env, lake)
     assert on_s3 == table_counts(env, str(tmp_path / "lake"))
     assert on_s3["bronze.zj_port_counters"] == 1861310
+    # the port files were read from the bucket by the engine's tasks: the run copied only the
+    # workbook and the task logs, which this process opens itself
+    assert staged_raw(staging) == sorted(
+        p.relative_to(release).as_posix() for p in release.rglob("*") if p.is_file() and "trafficinfo" not in p.parts)
+    assert len(staged_raw(staging)) == 6
 
 
 def test_zhejiang_hours_from_s3_copy_only_those_hours(s3_server, tmp_path):
@@ -193,9 +215,15 @@ def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp
     env = dict(os.environ)
     lake = f"s3://{bucket}/lake"
     log = tmp_path / "sail-cluster.log"
+    staging = tmp_path / "staging"
     with sail_server(log, workers=2) as url:
-        ok(tracelake(env, "ingest", "zhejiang", "--raw", f"s3://{bucket}/raw", "--lake", lake,
-                     "--profile", "connect", "--connect-url", url))
+        ok(ingest_keeping_staging(env, staging, "zhejiang", "--raw", f"s3://{bucket}/raw", "--lake", lake,
+                                  "--profile", "connect", "--connect-url", url))
+        # the workers read the port files from the bucket: none was copied to the driver's staging
+        port_files = sorted(p.relative_to(raw).as_posix() for p in raw.glob("trafficinfo/*/*/*.csv"))
+        assert len(port_files) == 44 and not set(port_files) & set(staged_raw(staging))
+        assert [rel for rel in staged_raw(staging) if rel.startswith("trafficinfo/")] == sorted(
+            p.relative_to(raw).as_posix() for p in raw.glob("trafficinfo/*/*") if p.is_file())  # the hourly files
         connect = ("--profile", "connect", "--connect-url", url)
         on_cluster = table_counts(env, lake, *connect)
         # the other commands through the same server (maintenance: deltalake here, Sail has no Delta SQL)

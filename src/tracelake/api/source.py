@@ -35,6 +35,9 @@ class Source:
     source package's `declare()` builds it on first use, so `generate` loads no engine library.
     - `batch_files`: which raw files `plan_batches` reads, by relative path; a raw folder on
       object storage copies only those (default: every file).
+    - `in_place`: which raw files, by relative path, the engine's tasks read at their URL when the
+      raw folder is on object storage (never copied: the plan walks the store's listing,
+      io/storetree.py); every other file is copied to the run's staging first (default: all).
     """
 
     name: str
@@ -44,3 +47,4 @@ class Source:
     plan_batches: BatchPlan | None = None
     report: str | None = None
     batch_files: BatchFiles | None = None
+    in_place: Callable[[str], bool] | None = None

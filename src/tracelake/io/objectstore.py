@@ -2,9 +2,10 @@
 through pyarrow.fs: listing, existence, downloads, and errors a user can act on.
 
 The engine (Sail, Spark) reads and writes the lake itself; this process lists the lake's tables,
-checks that a store answers before an engine is started, and copies raw files to the run's local
-staging folder, where a source's plan reads them as it reads a local folder (archives and
-compressed files are unpacked there anyway). Endpoint, region and credentials come only from the
+checks that a store answers before an engine is started, and copies to the run's local staging
+folder the raw files it must open itself (archives and compressed files are unpacked there
+anyway); files a source's tasks read in place are opened where the tasks run (`open_input`, the
+same settings from the same variables; io/storetree.py). Endpoint, region and credentials come only from the
 environment or an instance role (the standard `AWS_*` / `AZURE_STORAGE_*` variables); nothing
 here prints them. A store that does not answer fails in seconds (short timeouts, two attempts),
 not after the engine's minutes of retries.
@@ -12,6 +13,8 @@ not after the engine's minutes of retries.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 from collections.abc import Callable
@@ -82,6 +85,40 @@ def _allow_http() -> bool:
     return os.environ.get("AWS_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _proxy(scheme: str, host: str) -> str | None:
+    """The HTTP(S)_PROXY the object_store clients (Sail, deltalake) would use for `host`, unless
+    NO_PROXY names it; pyarrow's S3 client is given it, as it reads none of them. The local
+    profile's private engine reaches a store only so (private_engine.py), its tasks included."""
+    names = ("HTTPS_PROXY", "https_proxy") if scheme == "https" else ("HTTP_PROXY", "http_proxy")
+    proxy = next((os.environ[n] for n in names if os.environ.get(n)), None)
+    bare = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    for entry in (os.environ.get("NO_PROXY") or os.environ.get("no_proxy") or "").split(","):
+        entry = entry.strip().lstrip(".")
+        if entry and (entry == "*" or bare == entry or bare.endswith("." + entry) or host == entry):
+            return None
+    return proxy
+
+
+def _credentials_key() -> str:
+    """A digest of the credentials in the environment: a cached file system is not reused for others."""
+    names = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
+    return hashlib.sha256("\0".join(os.environ.get(n, "") for n in names).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _s3(bucket: str, endpoint: str | None, scheme: str, region: str | None, proxy: str | None,
+        credentials: str) -> pafs.S3FileSystem:
+    """One S3 file system per set of settings (`credentials`: their digest, the cache's key
+    only): a task opening file after file makes one."""
+    if region is None and endpoint is None:  # AWS itself: the bucket's region, as from_uri finds it
+        region = pafs.resolve_s3_region(bucket)
+    return pafs.S3FileSystem(
+        endpoint_override=endpoint, scheme=scheme, region=region, proxy_options=proxy,
+        connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
+    )
+
+
 def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """(pyarrow file system, path in it) for an object-store URL; an unknown scheme is refused."""
     scheme = check_store_url(url).split("://", 1)[0].lower()
@@ -93,17 +130,12 @@ def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
             raise TracelakeError(f"cannot use {url}: its endpoint http://{endpoint} is plain http, which needs "
                                  "AWS_ALLOW_HTTP=true")
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
-        if region is None and endpoint is None:  # AWS itself: the bucket's region, as from_uri finds it
-            try:
-                region = pafs.resolve_s3_region(rest.split("/", 1)[0])
-            except (OSError, ValueError, pa.ArrowException) as exc:
-                raise store_error(url, exc) from None
-        fs = pafs.S3FileSystem(
-            endpoint_override=endpoint, scheme=endpoint_scheme, region=region,
-            connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
-            retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
-        )
-        return fs, rest
+        bucket = rest.split("/", 1)[0]
+        host = endpoint or f"{bucket}.s3.amazonaws.com"
+        try:
+            return _s3(bucket, endpoint, endpoint_scheme, region, _proxy(endpoint_scheme, host), _credentials_key()), rest
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise store_error(url, exc) from None
     try:
         return pafs.FileSystem.from_uri(url)
     except (OSError, ValueError, pa.ArrowException) as exc:
@@ -148,13 +180,35 @@ def list_files(url: str) -> list[tuple[str, int]]:
                   if i.type == pafs.FileType.File and i.path.startswith(prefix))
 
 
-def download(url: str, dest: Path, wanted: Callable[[str], bool] = lambda rel: True) -> list[Path]:
+def open_input(url: str):
+    """A stream of the object's bytes as stored (a task reading a raw file in place); errors
+    name the URL, never a secret."""
+    fs, path = filesystem(url)
+    try:
+        return fs.open_input_stream(path, compression=None)
+    except (OSError, pa.ArrowException) as exc:
+        raise store_error(url, exc) from None
+
+
+def read_head(url: str, size: int) -> bytes:
+    """The object's first `size` bytes, by a ranged read (a header check: not the whole object)."""
+    fs, path = filesystem(url)
+    try:
+        with fs.open_input_file(path) as handle:
+            return handle.read(size)
+    except (OSError, pa.ArrowException) as exc:
+        raise store_error(url, exc) from None
+
+
+def download(url: str, dest: Path, wanted: Callable[[str], bool] = lambda rel: True,
+             listing: list[tuple[str, int]] | None = None) -> list[Path]:
     """Copy the objects under `url` that `wanted` accepts (by relative path) into `dest`, keeping
     their relative paths (a file left out still has its folder made, so a listing of folders
-    matches the store's); a name that would leave `dest` is refused."""
+    matches the store's); a name that would leave `dest` is refused. `listing`: list_files(url),
+    when the caller has it already."""
     fs, path = filesystem(url)
     copied = []
-    for rel, _size in list_files(url):
+    for rel, _size in list_files(url) if listing is None else listing:
         parts = PurePosixPath(rel).parts
         if not parts or ".." in parts or rel.startswith("/"):
             raise TracelakeError(f"{url}: object name '{rel}' leaves its folder; refusing it")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import os
 import stat
 import zlib
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError, printable
 from tracelake.io.frames import union_all
+from tracelake.io.storetree import StorePath
 from tracelake.schema import TableSchema
 
 
@@ -38,10 +40,13 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR,
           (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
 
 
-def regular_file(path: str | Path, name: str) -> Path:
+def regular_file(path: str | Path | StorePath, name: str) -> Path | StorePath:
     """`path`, when it is a regular file (a link is followed); else a TracelakeError naming it and
     what it is. Every input is checked so before it is read: a FIFO blocks the read, and with it
-    the run holding the lake's lock, until someone writes to it; a device never ends."""
+    the run holding the lake's lock, until someone writes to it; a device never ends. A file read
+    in place from a store is an object of its listing, which holds nothing else."""
+    if isinstance(path, StorePath) and path.in_place:
+        return path
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -52,7 +57,41 @@ def regular_file(path: str | Path, name: str) -> Path:
     return Path(path)
 
 
-def first_bad_utf8(path: str | Path, opener: Callable = open) -> tuple[int, int] | None:
+HEAD_BYTES = 1 << 16  # what a first-line check reads of an object in a store
+
+
+def _open_binary(path: str | Path, mode: str = "rb"):
+    """A raw file's bytes: a local path, or a URL read from its store (a file read in place)."""
+    if "://" in str(path):
+        from tracelake.io.objectstore import open_input
+
+        return open_input(str(path))
+    return open(path, mode)
+
+
+def first_line_bytes(path: str | Path) -> bytes:
+    """The file's first line with its newline; of a file in a store, from a ranged read of its
+    start (HEAD_BYTES), not the whole object."""
+    if "://" in str(path):
+        from tracelake.io.objectstore import read_head
+
+        head = read_head(str(path), HEAD_BYTES)
+        return head[: head.find(b"\n") + 1] if b"\n" in head else head
+    with open(path, "rb") as fh:
+        return fh.readline()
+
+
+def _open_text(path: str | Path) -> io.TextIOBase:
+    """The file as UTF-8 text with universal newlines, for its first line: of a file in a store,
+    its first HEAD_BYTES decoded as a local file's start would be."""
+    if "://" in str(path):
+        from tracelake.io.objectstore import read_head
+
+        return io.TextIOWrapper(io.BytesIO(read_head(str(path), HEAD_BYTES)), encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
+
+
+def first_bad_utf8(path: str | Path, opener: Callable = _open_binary) -> tuple[int, int] | None:
     """(offset, value) of the first byte of `path` that is not UTF-8, or None when it all
     decodes; read a chunk at a time (`opener`: e.g. gzip.open for a compressed file)."""
     decode, offset = codecs.getincrementaldecoder("utf-8")().decode, 0
@@ -95,7 +134,10 @@ def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
     file, so this reads each file whole: it runs on the error path only."""
     for raw in files:
         try:
-            bad = first_bad_utf8(raw.path, gzip.open if raw.path.endswith(".gz") else open)
+            opener = _open_binary
+            if raw.path.endswith(".gz"):
+                opener = (lambda p, m: gzip.open(_open_binary(p))) if "://" in raw.path else gzip.open
+            bad = first_bad_utf8(raw.path, opener)
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             return TracelakeError(f"{raw.name}: truncated or corrupt gzip file ({exc or type(exc).__name__})")
         if bad is not None:
@@ -107,7 +149,7 @@ def check_header(raw: RawFile, schema: TableSchema) -> None:
     """The first line must be the documented header; anything else is a different format."""
     expected = schema.delimiter.join(schema.raw_header)
     try:
-        with open(raw.path, encoding="utf-8", newline="") as fh:
+        with _open_text(raw.path) as fh:
             first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
     except UnicodeDecodeError as exc:
         raise TracelakeError(f"{raw.name}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
@@ -129,8 +171,7 @@ def quoted_content(path: str | Path, text: str, limit: int = 200) -> str:
 
 def _line_endings(raw: RawFile) -> tuple[bool, bool]:
     """(has a UTF-8 BOM, uses CRLF), from the file's first line."""
-    with open(raw.path, "rb") as fh:
-        first = fh.readline()
+    first = first_line_bytes(raw.path)
     return first.startswith(b"\xef\xbb\xbf"), first.endswith(b"\r\n")
 
 

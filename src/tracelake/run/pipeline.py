@@ -22,6 +22,7 @@ from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress
+from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
@@ -93,18 +94,24 @@ def record_inputs(config: Config, raw_dir: Path | str, inputs: list[TableInput])
     temp.replace(path)
 
 
-def _plan(source: Source, raw_dir: Path | str, staging: Path, batch: str | None) -> list[TableInput]:
+def _plan(source: Source, raw_dir: Path | str, staging: Path, batch: str | None,
+          in_place: bool = False) -> list[TableInput]:
     """The source's inputs; with `batch` (`--hours`) only those batches', where it has any. A raw
-    folder on object storage is copied to the run's staging folder first (only the files the
-    batches need), and planned there as a local one; errors name the URL, not the copy."""
+    folder on object storage is listed once; the files the source reads in place (Source.in_place,
+    when `in_place`: the engine reaches the store) stay there and are planned at their URLs, the
+    others the batches need are copied to the run's staging folder and planned there (the whole
+    folder as a local one when the source reads nothing in place); errors name the URL, not the copy."""
     if batch is not None and source.plan_batches is None:
         raise TracelakeError(f"--hours applies to sources with hour folders, not '{source.name}'")
     if isinstance(raw_dir, str):
         local = staging / "raw"
         wanted = (lambda rel: source.batch_files(rel, batch)) if batch is not None and source.batch_files else None
-        objectstore.download(raw_dir, local, wanted or (lambda rel: True))
+        stored = source.in_place if in_place and source.in_place else (lambda rel: False)
+        listing = objectstore.list_files(raw_dir)
+        objectstore.download(raw_dir, local, lambda rel: not stored(rel) and (wanted is None or wanted(rel)), listing)
+        tree = Listing.of(raw_dir, local, (rel for rel, _size in listing), stored)
         try:
-            return _plan(source, local, staging, batch)
+            return _plan(source, StorePath.root(tree) if tree.in_place else local, staging, batch)
         except TracelakeError as exc:
             raise type(exc)(str(exc).replace(str(local), raw_dir)) from exc
     if batch is None:
@@ -174,7 +181,7 @@ def run_ingest(
         remove_stale_staging(config, keep=run.staging)
         try:
             with step(f"unpacking {source} inputs"):
-                inputs = _plan(declared, raw_dir, run.staging, hours)
+                inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores(config.lake_root))
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}

@@ -51,6 +51,14 @@ def hour_files(relative: str, hours: str) -> bool:
 _hours = functools.lru_cache(maxsize=4)(parse_hours)
 
 
+def port_file(relative: str) -> bool:
+    """Whether the raw file at `relative` sits in a switch folder (trafficinfo/<hour>/<switch>/):
+    a port file, which the port pass's tasks read at its URL (portpass._open); from a store it is
+    never copied."""
+    parts = relative.split("/")
+    return len(parts) == 4 and parts[0] == TRAFFIC
+
+
 def declare() -> Source:
     """This source's declaration, built when the registry first asks (the package's top
     imports nothing heavy)."""
@@ -58,5 +66,5 @@ def declare() -> Source:
 
     derived = tuple(entry for part in _parts()[0] for entry in part.DERIVED)
     return Source("zhejiang", plan, derived, batch_by=HOUR, plan_batches=plan_hours,
-                  batch_files=hour_files, report="tracelake.sources.zhejiang.report")
+                  batch_files=hour_files, in_place=port_file, report="tracelake.sources.zhejiang.report")
 

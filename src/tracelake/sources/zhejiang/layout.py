@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
+from tracelake.io.storetree import as_folder
 
 TRAFFIC = "trafficinfo"
 TASKINFO = "taskinfo"
@@ -52,7 +53,7 @@ def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Pa
     The folder is listed once: a long range is compared with the listing, not probed hour by hour.
     Anything else in it but dot files (`2024052400_old/`, a stray file) stops the run, as in an
     hour folder: its rows would otherwise be left unread without a word."""
-    root = Path(raw_dir) / TRAFFIC
+    root = as_folder(raw_dir) / TRAFFIC
     entries = [p for p in root.iterdir() if not p.name.startswith(".")] if root.is_dir() else []
     for entry in entries:
         if not (entry.is_dir() and HOUR_DIR.fullmatch(entry.name)):

@@ -28,9 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
-import pyarrow.fs as pafs
 
-from tracelake.io import progress
+from tracelake.io import objectstore, progress
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
@@ -65,10 +64,10 @@ FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA, IDLE, OVER_LINE_RATE, NEGATIVE = rang
 
 
 def _open(path: str):
-    """The file as a stream: a local path, or any URL pyarrow.fs understands (s3://, abfss://, …)."""
+    """The file as a stream: a local path, or an object's URL (s3://, abfss://, …) opened with the
+    settings the driver uses (io.objectstore: the AWS_* variables, a proxy), where the task runs."""
     if "://" in path:
-        fs, inner = pafs.FileSystem.from_uri(path)
-        return fs.open_input_stream(inner)
+        return objectstore.open_input(path)
     return pa.OSFile(path, "rb")
 
 

@@ -38,6 +38,7 @@ from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, stage
+from tracelake.io.storetree import as_folder
 from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
@@ -117,7 +118,7 @@ def find_port_files(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list
                     f"{TRAFFIC}/{hour}/{folder.name}: not a switch folder "
                     "(NH-DC-<room>-<rack>-ROCE-<leaf>_GPU_S9825)"
                 )
-            files += _switch_files(Path(raw_dir), hour, folder)
+            files += _switch_files(as_folder(raw_dir), hour, folder)
     return files
 
 
