@@ -3,12 +3,17 @@ deleted after its ingest, then re-ingest a middle hour as a scheduler's retry wo
 hour the CLI's wall time and peak RSS (its own process: parse, gate, Delta, rates, correlation),
 and rows and files per table; asserts nothing.
 
-    python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR] [--backfill]
+    python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR] [--backfill] [--rev REV]
 
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
 the correlation of the tasks over the whole lake <= 120 s. The first hour is a full ingest
 (workbook, task logs, traffic); later hours use --hours, as the hourly Airflow DAG does.
+
+With --rev REV, every hour is also ingested by that git revision's code (bench/revision.py) into a
+lake of its own, right before or after this code's ingest of the same raw hour (the order
+alternates hour by hour, so the machine's drift hits both alike), and the day's totals are
+compared (the hot-path issue's target: the day >= 2.5x faster than the code before it).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from deltalake import DeltaTable
+from revision import export_rev
 
 TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "bronze/zj_nic",
           "bronze/zj_link", "bronze/zj_port_minute", "gold/zj_iteration_network")
@@ -35,11 +41,13 @@ CLI = [sys.executable, "-m", "tracelake"]
 STEP = re.compile(r"✓ (?P<label>.+?)\s+(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)\s*$")
 
 
-def run_measured(args: list[str]) -> tuple[float, float, int, str]:
-    """(wall s, peak RSS GB, exit code, stderr) of one CLI process."""
+def run_measured(args: list[str], src: Path | None = None) -> tuple[float, float, int, str]:
+    """(wall s, peak RSS GB, exit code, stderr) of one CLI process (of the code under `src`, when given)."""
     started = time.perf_counter()
-    process = subprocess.Popen([*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "RUST_LOG": "error"})
+    env = {**os.environ, "RUST_LOG": "error", **({"PYTHONPATH": str(src)} if src else {})}
+    cli = CLI if src is None or (src / "tracelake" / "__main__.py").is_file() else [  # an older tree's entry point
+        sys.executable, "-c", "import sys; from tracelake.cli import main; sys.exit(main())"]
+    process = subprocess.Popen([*cli, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     stderr = process.stderr.read()  # read while it runs, so a full pipe cannot stall the CLI
     _, status, usage = os.wait4(process.pid, 0)
     return time.perf_counter() - started, usage.ru_maxrss / 1024 / 1024, os.waitstatus_to_exitcode(status), stderr
@@ -104,6 +112,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--start", default="2024052400")
     parser.add_argument("--work", help="work folder (default: a temp folder, removed at the end)")
+    parser.add_argument("--rev", help="also ingest every hour with this git revision's code, alternating, and compare the day")
     parser.add_argument("--backfill", action="store_true",
                         help="instead: generate the hours, then ingest them in ONE run (--hours FROM..TO), "
                              "as a backfill does; prints its wall and peak (target: an hour's peak, <= 6 GB)")
@@ -117,15 +126,31 @@ def main() -> None:
     print(f"# {args.hours} hours, ports={args.ports}, tasks={args.tasks}, work={work}")
     print("hour        gen_s  ingest_s  peak_GB  rc  tables (rows r / files f)")
     walls: list[float] = []
+    peaks: list[float] = []  # this code's peak RSS of each ingest
+    old_src = export_rev(args.rev, Path(tempfile.mkdtemp(prefix="zj_growth_rev_"))) if args.rev else None
+    old: list[tuple[float, float, int]] = []  # (wall, peak, rc) of the revision's ingest of each hour
 
-    def one_hour(hour: str, label: str, full: bool = False) -> float:
+    def old_hour(hour: str, scope: list[str]) -> None:
+        wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), *scope, "--lake",
+                                            str(work / "lake-rev")], old_src)
+        old.append((wall, peak, rc))
+        print(f"{'':11} {args.rev}: {wall:.1f} s, peak {peak:.2f} GB, rc {rc}"
+              + (f"  error: {err.strip().splitlines()[-1] if err.strip() else rc}" if rc else ""), flush=True)
+
+    def one_hour(hour: str, label: str, full: bool = False, compare: bool = False) -> float:
         started = time.perf_counter()
         generated = subprocess.run([*CLI, *world, "--only-hour", hour], capture_output=True, text=True)
         gen_s = time.perf_counter() - started
         if generated.returncode != 0:
             sys.exit(f"generate {hour} failed: {generated.stderr[-500:]}")
         scope = [] if full else ["--hours", hour]  # the first run also takes the workbook and task logs
+        old_first = compare and len(old) % 2 == 1  # alternate: new, old / old, new / …
+        if old_first:
+            old_hour(hour, scope)
         wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), *scope, "--lake", str(lake)])
+        peaks.append(peak)
+        if compare and not old_first:
+            old_hour(hour, scope)
         shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
         print(f"{label:<11} {gen_s:5.1f}  {wall:8.1f}  {peak:7.2f}  {rc:2d}  {table_line(lake)}", flush=True)
         print(f"{'':11} steps: {slowest_steps(err)}", flush=True)
@@ -139,7 +164,13 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
         return
     for i, hour in enumerate(hours):
-        walls.append(one_hour(hour, hour, full=i == 0))
+        walls.append(one_hour(hour, hour, full=i == 0, compare=old_src is not None))
+    if old:
+        print(f"\nthe day, {len(hours)} hours: this code {sum(walls):.0f} s, {args.rev} {sum(w for w, _, _ in old):.0f} s: "
+              f"{sum(w for w, _, _ in old) / sum(walls):.2f}x faster (target >= 2.5); peak RSS max {max(peaks):.2f} GB "
+              f"against {max(p for _, p, _ in old):.2f} GB; {args.rev}'s last / second hour "
+              f"{old[-1][0] / old[1][0] if len(old) > 1 else float('nan'):.2f}x; failed hours of {args.rev}: "
+              f"{sum(1 for _, _, rc in old if rc)}")
     middle = hours[len(hours) // 2]
     before = {t: per_hour_rows(lake, t) for t in TABLES}
     again = one_hour(middle, f"{middle}*")
