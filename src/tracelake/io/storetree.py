@@ -12,7 +12,7 @@ made by io.objectstore.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -21,12 +21,15 @@ from tracelake.errors import TracelakeError
 
 @dataclass(frozen=True)
 class Listing:
-    """One listing of `url`: every object's relative path, the copies of those not read in place."""
+    """One listing of `url`: every object's relative path and size, the copies of those not read
+    in place. The sizes spare a request per file where a plan weighs its files (AcmeTrace's
+    utilization groups)."""
 
     url: str
     local: Path  # where the files not read in place were copied, with every folder of the listing
     files: frozenset[str]
     in_place: frozenset[str]
+    sizes: Mapping[str, int] = field(default_factory=dict, compare=False)
     folders: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -34,9 +37,11 @@ class Listing:
         object.__setattr__(self, "folders", frozenset(parents | {""}))
 
     @classmethod
-    def of(cls, url: str, local: Path, files: Iterable[str], in_place: Callable[[str], bool]) -> Listing:
-        files = frozenset(files)
-        return cls(url.rstrip("/"), local, files, frozenset(rel for rel in files if in_place(rel)))
+    def of(cls, url: str, local: Path, listed: Iterable[tuple[str, int]], in_place: Callable[[str], bool]) -> Listing:
+        """From io.objectstore.list_files's (relative path, size) pairs."""
+        sizes = dict(listed)
+        files = frozenset(sizes)
+        return cls(url.rstrip("/"), local, files, frozenset(rel for rel in files if in_place(rel)), sizes)
 
 
 @dataclass(frozen=True, order=True)
@@ -92,6 +97,12 @@ class StorePath:
     def is_symlink(self) -> bool:
         return False
 
+    def size(self) -> int:
+        """The object's size as listed (no request)."""
+        if not self.is_file():
+            raise TracelakeError(f"{self.url}: not a file")
+        return self.listing.sizes[self.rel]
+
     def iterdir(self) -> list[StorePath]:
         if not self.is_dir():
             raise TracelakeError(f"{self.url}: not a folder")
@@ -123,3 +134,15 @@ class StorePath:
 def as_folder(raw_dir: str | os.PathLike) -> Path | StorePath:
     """A plan's raw folder as something to walk: a StorePath as it is, anything else as a Path."""
     return raw_dir if isinstance(raw_dir, StorePath) else Path(raw_dir)
+
+
+def lexists(path: str | os.PathLike) -> bool:
+    """os.path.lexists for a plan's paths: a StorePath is there when its listing holds it (a
+    file read in place has no local copy to ask about)."""
+    return path.exists() if isinstance(path, StorePath) else os.path.lexists(path)
+
+
+def listed_size(path: str | os.PathLike) -> int | None:
+    """A file's size when a listing gave it (a file read in place), else None: a local file
+    is asked when its size is needed."""
+    return path.size() if isinstance(path, StorePath) and path.in_place else None
