@@ -3,8 +3,9 @@
 A source's plan walks its raw folder (`/`, iterdir, is_dir, is_file, name, relative_to). Given a
 StorePath it walks the store's listing instead, so the files the engine's tasks read themselves
 (`in_place`) are planned at their URLs and never copied: on a cluster they are read where the
-tasks run. Every other file was copied to the run's staging before the plan (the driver opens
-it: an archive, a workbook, a log it checks); its node stands for that copy (`str`, `fspath`).
+tasks run, and their listed sizes (`size`, `listed_size`) spare a request each. Every other
+file was copied to the run's staging before the plan (the driver opens it: an archive, a
+workbook, a log it checks); its node stands for that copy (`str`, `fspath`).
 Folders print as their URL, so a plan's errors name the store. No pyarrow here: the listing is
 made by io.objectstore.
 """
