@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import lzma
+from collections.abc import Callable
 from pathlib import Path
 
 from corpus import (
@@ -100,6 +101,15 @@ def _truncated_gzip_utilization(raw: Path) -> list[list[str]]:
     target.parent.mkdir(parents=True)
     target.write_bytes(data[:-6])
     return [["ingest", "acme", "--raw", str(raw)]]
+
+
+ACME_CPU = "data/utilization/seren/NODE_CPU_UTILIZATION.csv"
+CPU_LINES = ["Time,10.0.0.2,10.0.0.3", "1689379200,0.5,0.4", "1689379215,0.6,0.3"]
+
+
+def _acme_utilization(body: bytes) -> Callable[[Path], list[list[str]]]:
+    """A Seren job file and one utilization file (NODE_CPU_UTILIZATION.csv) holding `body`."""
+    return files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n", ACME_CPU: body}, ["ingest", "acme", "--raw", "{raw}"])
 
 
 def _jobs_file_moved(raw: Path) -> list[list[str]]:
@@ -516,6 +526,18 @@ CASES = [
          "NODE_CPU_UTILIZATION.csv.gz: truncated or corrupt gzip file", rows={"bronze/acme_jobs": 0}),
     Case("acme_utilization_csv_links_to_a_device", _utilization_csv_links_to_a_device, 2,
          "tracelake: error: NODE_CPU_UTILIZATION.csv: a character device, not a regular file", rows={"bronze/acme_jobs": 0}),
+    # a partial upload of a utilization file: its last line ends mid-line, with no newline
+    Case("acme_utilization_file_cut_short_in_its_last_line",
+         _acme_utilization(("\n".join(CPU_LINES) + "\n1689379230,0.").encode()), 0,
+         rows={"bronze/acme_utilization": 4}, read={"acme_utilization": 6},  # the cut line: a row per column
+         reasons={"quarantine/acme_utilization": [["expected 3 fields, found 2"]] * 2}),
+    Case("acme_utilization_bad_byte_deep_in_the_file",
+         _acme_utilization(("\n".join(CPU_LINES) + "\n").encode() + b"".join(
+             f"{1689379230 + 15 * i},0.5,0.4\n".encode() for i in range(3000)) + b"1689500000,0.5,caf\xe9\n"), 2,
+         "NODE_CPU_UTILIZATION.csv: not UTF-8 text (byte 0xe9", rows={"bronze/acme_jobs": 0}),
+    Case("acme_utilization_header_without_time",
+         _acme_utilization(("\n".join(["When,10.0.0.2,10.0.0.3", *CPU_LINES[1:]]) + "\n").encode()), 2,
+         "NODE_CPU_UTILIZATION.csv: header has no Time column: 'When,10.0.0.2,10.0.0.3'", rows={"bronze/acme_jobs": 0}),
     Case("acme_jobs_file_moved_into_job_trace", _jobs_file_moved, 0, rows={"bronze/acme_jobs": 2, "silver/jobs": 2},
          reasons={"quarantine/acme_jobs": []}),
     Case("acme_seren_job_id_not_canonical",

@@ -40,3 +40,13 @@ def test_files_without_a_size_count_by_number(tmp_path):
         progress.tally(folder, "s3://bucket/a.csv", 5)
         assert watch.done() == (1, 5, 0)
         assert watch.eta_s(3.0) == pytest.approx(9.0)
+
+
+def test_files_read_in_place_count_by_their_listed_sizes(tmp_path):
+    """AcmeTrace's one pass hands the sizes a store's listing gave: the ETA weighs the bytes."""
+    paths = ["s3://bucket/a.csv", "s3://bucket/b.csv", "s3://bucket/c.csv.gz"]
+    with progress.watching(tmp_path / "tally") as watch:
+        folder = progress.expect(paths, [300, 100, 600])
+        progress.tally(folder, paths[0], 5)
+        assert watch.done() == (1, 5, 300)
+        assert watch.eta_s(3.0) == pytest.approx(7.0)  # 300 of 1,000 bytes in 3 s

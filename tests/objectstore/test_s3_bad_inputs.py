@@ -89,17 +89,25 @@ def test_raw_archive_cut_short_in_the_bucket_is_refused(s3_server, itp_raw):
     assert listed.get("KeyCount", 0) == 0  # nothing written, the lock object removed
 
 
-# port files read in place by the tasks: every check the exact parse makes of a file, through the store
+# files read in place by the tasks: every check the parse makes of a file, through the store.
+# Zhejiang's port files; AcmeTrace's job and utilization CSVs (a .gz too) and Zeus's plain CSVs,
+# their headers from ranged reads; Zeus's .xz, copied and unpacked, beside them
 IN_PLACE_CASES = ("zj_port_file_cut_short_in_its_last_line", "zj_port_file_bad_byte_deep_in_the_file",
-                  "zj_rows_traded_between_port_files", "zj_save_time_in_seconds")
+                  "zj_rows_traded_between_port_files", "zj_save_time_in_seconds",
+                  "acme_utilization_file_cut_short_in_its_last_line", "acme_utilization_bad_byte_deep_in_the_file",
+                  "acme_utilization_header_without_time", "acme_truncated_gzip_utilization",
+                  "acme_latin1_byte_late_in_the_file", "acme_bad_timestamp",
+                  "zeus_latin1_bytes", "zeus_header_with_nul_and_escape_bytes", "zeus_bad_file_found_late_writes_nothing",
+                  "zeus_extra_column", "zeus_truncated_xz")
 
 
 @pytest.mark.e2e  # starts an engine per case: the end-to-end set
 @pytest.mark.parametrize("name", IN_PLACE_CASES)
-def test_port_file_cases_read_in_place_end_as_on_local_disk(s3_server, s3_env, tmp_path, name):
-    """The bad-input corpus's port-file cases (tests/bad_inputs/cases.py) with the raw folder in a
-    bucket and the lake there too (so the engine reaches the store and reads the port files at
-    their URLs): the same exit code, message, rows and quarantine reasons as the corpus's local run."""
+def test_cases_read_in_place_end_as_on_local_disk(s3_server, s3_env, tmp_path, name):
+    """The bad-input corpus's cases of files read in place (tests/bad_inputs/cases.py) with the raw
+    folder in a bucket and the lake there too (so the engine reaches the store and reads those
+    files at their URLs): the same exit code, message, rows, quarantine reasons and rows read as
+    the corpus's local run."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bad_inputs"))
     from cases import CASES
     from deltalake import DeltaTable
@@ -123,3 +131,6 @@ def test_port_file_cases_read_in_place_end_as_on_local_disk(s3_server, s3_env, t
     for table, expected in case.reasons.items():
         got = DeltaTable(f"{lake}/{table}").to_pyarrow_table().column("reasons").to_pylist()
         assert sorted(got) == sorted(expected), table
+    for table, written in case.read.items():  # no row is silently dropped
+        assert sum(DeltaTable(f"{lake}/{layer}/{table}").to_pyarrow_table().num_rows
+                   for layer in ("bronze", "quarantine")) == written, table

@@ -104,3 +104,59 @@ def test_tasks_open_the_store_through_the_proxy_the_engine_is_given(monkeypatch)
     assert _proxy("http", "127.0.0.1:9000") == "http://127.0.0.1:3128"
     assert _proxy("http", "s3.example.com") is None and _proxy("http", "store.internal:9000") is None
     assert _proxy("https", "bucket.s3.amazonaws.com") is None
+
+
+def _gzip_one(raw: Path, rel: str) -> str:
+    """`rel` replaced by its gzipped form, as the release may ship a series."""
+    import gzip
+
+    path = raw / rel
+    gz = path.with_name(path.name + ".gz")
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+    return f"{rel}.gz"
+
+
+def test_acme_release_is_planned_at_its_urls_and_nothing_is_copied(s3_server, s3_env, tmp_path):
+    """Every AcmeTrace file is read by the engine's tasks (the job CSVs by the text reader, the
+    utilization CSVs by the one pass, a `.gz` inflated as it streams): the run copies nothing,
+    the plan's sizes come from the listing, and each file's header read from the store equals
+    the one read on disk."""
+    import os
+
+    from tracelake.sources.acme.utilization import read_header
+
+    raw = tmp_path / "raw"
+    generate("acme", raw, scale=0.01, seed=7)
+    gz = _gzip_one(raw, "utilization/seren/GPU_UTIL-2023-07.csv")
+    url = uploaded(s3_server, raw, "raw")
+    source = get_source("acme")
+    inputs = _plan(source, url, tmp_path / "run", None, in_place=True)
+    local = _plan(source, raw, tmp_path / "local-run", None)
+    assert by_table(inputs) == by_table(local)
+    assert staged_files(tmp_path / "run") == []
+    files = [f for item in inputs for f in item.files]
+    every = sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*.csv*"))
+    assert sorted(f.name for f in files) == every and len(every) == 33  # 2 job CSVs, 28 metric files, 3 IPMI files
+    assert all(f.path == f"{url}/{f.name}" for f in files)
+    [util] = [item for item in inputs if item.table == "bronze.acme_utilization"]
+    assert [f.size for f in util.files] == [os.path.getsize(raw / f.name) for f in util.files]
+    assert f"{url}/{gz}" in [f.path for f in util.files]
+    for f in util.files:
+        assert read_header(f.path, f.name) == read_header(str(raw / f.name), f.name)
+
+
+def test_zeus_plain_csvs_are_read_in_place_and_only_the_xz_file_is_copied(s3_server, s3_env, tmp_path):
+    raw = tmp_path / "raw"
+    generate("zeus", raw, scale=0.02, seed=7)
+    url = uploaded(s3_server, raw, "raw")
+    source = get_source("zeus")
+    inputs = _plan(source, url, tmp_path / "run", None, in_place=True)
+    local = _plan(source, raw, tmp_path / "local-run", None)
+    assert by_table(inputs) == by_table(local)
+    assert staged_files(tmp_path / "run") == ["alibaba_groups.csv.xz"]  # unpacked by this process
+    paths = {item.table: [f.path for f in item.files] for item in inputs}
+    assert paths["bronze.zeus_train"] == [f"{url}/summary_train.csv"]
+    assert paths["bronze.zeus_power"] == [f"{url}/summary_power_{gpu}.csv" for gpu in ("a40", "v100")]
+    [groups] = paths["bronze.zeus_alibaba_groups"]
+    assert groups.startswith(str(tmp_path / "run")) and groups.endswith("/alibaba_groups.csv")

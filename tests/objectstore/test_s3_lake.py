@@ -240,23 +240,47 @@ def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp
     assert on_cluster["bronze.zj_port_counters"] > 0 and on_cluster["gold.zj_iteration_network"] > 0
 
 
-@pytest.mark.parametrize("source", ["zeus", "acme"])
+# what each generated release ingests to (the same from the bucket and from local disk), and the
+# raw files the run copies to its staging: only what this process unpacks (Zeus's .xz groups file)
+OTHER_SOURCES = {
+    "zeus": ({"bronze.zeus_train": 111, "bronze.zeus_power": 240, "bronze.zeus_alibaba_groups": 763,
+              "gold.zeus_time_energy_to_accuracy": 1776, "quarantine.zeus_power": 0}, ["alibaba_groups.csv.xz"]),
+    "acme": ({"bronze.acme_jobs": 8807, "bronze.acme_utilization": 1068, "bronze.acme_power": 28,
+              "quarantine.acme_utilization": 527, "quarantine.acme_power": 11, "silver.jobs": 8807}, []),
+}
+
+
+@pytest.mark.parametrize("source", sorted(OTHER_SOURCES))
 def test_zeus_and_acme_from_s3_into_s3_equal_local(s3_server, tmp_path, source):
-    """The other sources' layouts from a bucket: Zeus's xz-compressed group trace, AcmeTrace's
-    job_trace/ and utilization/<cluster>/ folders."""
+    """The other sources' layouts from a bucket: Zeus's plain CSVs and xz-compressed group trace,
+    AcmeTrace's job CSVs and utilization/<cluster>/ folders (one series gzipped). The engine's
+    tasks read every plain CSV and the .gz at their URLs: nothing of them is in the run's staging."""
+    import gzip
+
     from tracelake.run.registry import generate
 
     raw = tmp_path / "raw"
     generate(source, raw, scale=0.01 if source == "acme" else 0.02, seed=7)
+    if source == "acme":  # a gzipped series, with repeated Times parsed line by line from the bucket too
+        plain = raw / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
+        plain.with_name(plain.name + ".gz").write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
     bucket = s3_server.new_bucket(source)
     s3_server.upload(raw, bucket, "raw")
     env = {**os.environ, **s3_server.env}
     lake = f"s3://{bucket}/lake"
-    ok(tracelake(env, "ingest", source, "--raw", f"s3://{bucket}/raw", "--lake", lake))
+    staging = tmp_path / "staging"
+    ok(ingest_keeping_staging(env, staging, source, "--raw", f"s3://{bucket}/raw", "--lake", lake))
     ok(tracelake(env, "ingest", source, "--raw", str(raw), "--lake", str(tmp_path / "lake")))
     on_s3 = table_counts(env, lake)
     assert on_s3 == table_counts(env, str(tmp_path / "lake"))
-    assert all(on_s3[t] > 0 for t in on_s3 if t.startswith(f"bronze.{source}_"))
+    counts, copied = OTHER_SOURCES[source]
+    assert {table: on_s3[table] for table in counts} == counts
+    assert staged_raw(staging) == copied
+    if source == "acme":
+        gz = rows(ok(tracelake(env, "query", "--lake", lake, "SELECT count(*) FROM quarantine.acme_utilization "
+                                "WHERE source_file = 'utilization/seren/GPU_UTIL-2023-07.csv.gz'")).stdout)
+        assert gz[1] == ["16"]  # its duplicate Time rows, from the exact parse of the .gz at its URL
 
 
 def test_a_run_killed_with_9_leaves_a_lock_the_next_run_takes_over(s3_server, tmp_path):

@@ -180,12 +180,13 @@ def list_files(url: str) -> list[tuple[str, int]]:
                   if i.type == pafs.FileType.File and i.path.startswith(prefix))
 
 
-def open_input(url: str):
+def open_input(url: str, buffer_size: int | None = None):
     """A stream of the object's bytes as stored (a task reading a raw file in place); errors
-    name the URL, never a secret."""
+    name the URL, never a secret. Each read is a ranged request of what it asks for, or of
+    `buffer_size` bytes at least (a reader of the first lines: a few requests, not the object)."""
     fs, path = filesystem(url)
     try:
-        return fs.open_input_stream(path, compression=None)
+        return fs.open_input_stream(path, compression=None, buffer_size=buffer_size)
     except (OSError, pa.ArrowException) as exc:
         raise store_error(url, exc) from None
 

@@ -74,13 +74,17 @@ def watching(folder: Path) -> Iterator[Watch]:
         _CURRENT.reset(token)
 
 
-def expect(paths: list[str]) -> str | None:
-    """Called by a parser on the driver with the files its tasks will read: the tally folder to
-    hand to them (None when no step is watching)."""
+def expect(paths: list[str], sizes: list[int] | None = None) -> str | None:
+    """Called by a parser on the driver with the files its tasks will read (and their sizes,
+    when a store's listing gave them): the tally folder to hand to them (None when no step is
+    watching)."""
     watch = _CURRENT.get()
     if watch is None:
         return None
-    for path in paths:
+    for i, path in enumerate(paths):
+        if sizes is not None:
+            watch.sizes[path] = sizes[i]
+            continue
         try:
             watch.sizes[path] = os.path.getsize(path)
         except OSError:  # a URL, or gone: counted as a file, without bytes

@@ -3,8 +3,9 @@
 A source's plan walks its raw folder (`/`, iterdir, is_dir, is_file, name, relative_to). Given a
 StorePath it walks the store's listing instead, so the files the engine's tasks read themselves
 (`in_place`) are planned at their URLs and never copied: on a cluster they are read where the
-tasks run. Every other file was copied to the run's staging before the plan (the driver opens
-it: an archive, a workbook, a log it checks); its node stands for that copy (`str`, `fspath`).
+tasks run, and their listed sizes (`size`, `listed_size`) spare a request each. Every other
+file was copied to the run's staging before the plan (the driver opens it: an archive, a
+workbook, a log it checks); its node stands for that copy (`str`, `fspath`).
 Folders print as their URL, so a plan's errors name the store. No pyarrow here: the listing is
 made by io.objectstore.
 """
@@ -12,7 +13,7 @@ made by io.objectstore.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -21,12 +22,15 @@ from tracelake.errors import TracelakeError
 
 @dataclass(frozen=True)
 class Listing:
-    """One listing of `url`: every object's relative path, the copies of those not read in place."""
+    """One listing of `url`: every object's relative path and size, the copies of those not read
+    in place. The sizes spare a request per file where a plan weighs its files (AcmeTrace's
+    utilization groups)."""
 
     url: str
     local: Path  # where the files not read in place were copied, with every folder of the listing
     files: frozenset[str]
     in_place: frozenset[str]
+    sizes: Mapping[str, int] = field(default_factory=dict, compare=False)
     folders: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -34,9 +38,11 @@ class Listing:
         object.__setattr__(self, "folders", frozenset(parents | {""}))
 
     @classmethod
-    def of(cls, url: str, local: Path, files: Iterable[str], in_place: Callable[[str], bool]) -> Listing:
-        files = frozenset(files)
-        return cls(url.rstrip("/"), local, files, frozenset(rel for rel in files if in_place(rel)))
+    def of(cls, url: str, local: Path, listed: Iterable[tuple[str, int]], in_place: Callable[[str], bool]) -> Listing:
+        """From io.objectstore.list_files's (relative path, size) pairs."""
+        sizes = dict(listed)
+        files = frozenset(sizes)
+        return cls(url.rstrip("/"), local, files, frozenset(rel for rel in files if in_place(rel)), sizes)
 
 
 @dataclass(frozen=True, order=True)
@@ -92,6 +98,12 @@ class StorePath:
     def is_symlink(self) -> bool:
         return False
 
+    def size(self) -> int:
+        """The object's size as listed (no request)."""
+        if not self.is_file():
+            raise TracelakeError(f"{self.url}: not a file")
+        return self.listing.sizes[self.rel]
+
     def iterdir(self) -> list[StorePath]:
         if not self.is_dir():
             raise TracelakeError(f"{self.url}: not a folder")
@@ -123,3 +135,15 @@ class StorePath:
 def as_folder(raw_dir: str | os.PathLike) -> Path | StorePath:
     """A plan's raw folder as something to walk: a StorePath as it is, anything else as a Path."""
     return raw_dir if isinstance(raw_dir, StorePath) else Path(raw_dir)
+
+
+def lexists(path: str | os.PathLike) -> bool:
+    """os.path.lexists for a plan's paths: a StorePath is there when its listing holds it (a
+    file read in place has no local copy to ask about)."""
+    return path.exists() if isinstance(path, StorePath) else os.path.lexists(path)
+
+
+def listed_size(path: str | os.PathLike) -> int | None:
+    """A file's size when a listing gave it (a file read in place), else None: a local file
+    is asked when its size is needed."""
+    return path.size() if isinstance(path, StorePath) and path.in_place else None

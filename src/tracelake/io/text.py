@@ -4,12 +4,13 @@ its data lines that every parser uses."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
 import io
 import os
 import stat
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class RawFile:
     name: str
     constants: dict[str, str | None] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
+    size: int | None = None  # bytes, when a store's listing gave it (a file read in place): see file_size
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -89,6 +91,27 @@ def _open_text(path: str | Path) -> io.TextIOBase:
 
         return io.TextIOWrapper(io.BytesIO(read_head(str(path), HEAD_BYTES)), encoding="utf-8", newline="")
     return open(path, encoding="utf-8", newline="")
+
+
+@contextlib.contextmanager
+def open_text(path: str | Path) -> Iterator[io.TextIOWrapper]:
+    """The file as UTF-8 text with universal newlines, gzip undone for a `.gz` name, as a local
+    `open(…, "rt")` reads it. A URL is read from its store HEAD_BYTES at a time by ranged reads:
+    a reader of its first lines fetches those, not the whole object."""
+    if "://" in str(path):
+        from tracelake.io.objectstore import open_input
+
+        binary = open_input(str(path), buffer_size=HEAD_BYTES)
+    else:
+        binary = open(path, "rb")
+    with binary:
+        layer = gzip.GzipFile(fileobj=binary, mode="rb") if str(path).endswith(".gz") else binary
+        yield io.TextIOWrapper(layer, encoding="utf-8", newline="")
+
+
+def file_size(raw: RawFile) -> int:
+    """The file's size in bytes: as its store listed it, else asked of the local file system."""
+    return raw.size if raw.size is not None else os.path.getsize(raw.path)
 
 
 def first_bad_utf8(path: str | Path, opener: Callable = _open_binary) -> tuple[int, int] | None:

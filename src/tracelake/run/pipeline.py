@@ -109,7 +109,7 @@ def _plan(source: Source, raw_dir: Path | str, staging: Path, batch: str | None,
         stored = source.in_place if in_place and source.in_place else (lambda rel: False)
         listing = objectstore.list_files(raw_dir)
         objectstore.download(raw_dir, local, lambda rel: not stored(rel) and (wanted is None or wanted(rel)), listing)
-        tree = Listing.of(raw_dir, local, (rel for rel, _size in listing), stored)
+        tree = Listing.of(raw_dir, local, listing, stored)
         try:
             return _plan(source, StorePath.root(tree) if tree.in_place else local, staging, batch)
         except TracelakeError as exc:

@@ -12,10 +12,21 @@ if TYPE_CHECKING:
 
 def release_data_dir(raw_dir: Path) -> Path:
     """`--raw` may be the release's data/ folder or the cloned repository around it."""
+    from tracelake.io.storetree import as_folder
+
+    raw_dir = as_folder(raw_dir)
     data = raw_dir / "data"
     if data.is_dir() and ((data / "job_trace").is_dir() or (data / "utilization").is_dir()):
         return data
     return raw_dir
+
+
+def read_in_place(relative: str) -> bool:
+    """Whether the engine's tasks read the raw file at `relative` at its URL (from a store it is
+    never copied): every file. This process opens none whole: the job and utilization CSVs'
+    headers come from ranged reads of their start, the tasks read the CSVs (a `.gz` inflated as
+    it streams), and what the plan ignores (the release's util_pkl) is never fetched."""
+    return True
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
@@ -32,5 +43,5 @@ def declare() -> Source:
     from tracelake.api.source import Source
 
     # silver.jobs and gold.jobs_* read every job source: tracelake.crosstrace
-    return Source("acme", plan)
+    return Source("acme", plan, in_place=read_in_place)
 

@@ -8,7 +8,6 @@ strict per file), and the Kalos-only columns come out null for Seren.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import parse_lines
+from tracelake.io.storetree import lexists
 from tracelake.io.text import RawFile, check_header, read_raw_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.layout import CLUSTERS, FILE_NAME, KALOS_ONLY, RELEASE_FOLDER, SEREN_HEADER, TABLE
@@ -60,7 +60,7 @@ def parse_acme_jobs(spark: SparkSession, files: list[RawFile], schema: TableSche
 def _find(raw_dir: Path, cluster: str) -> Path | None:
     name = FILE_NAME.format(cluster=cluster)
     found = [regular_file(p, p.relative_to(raw_dir).as_posix())
-             for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if os.path.lexists(p)]
+             for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if lexists(p)]
     if len(found) > 1:
         raise TracelakeError(f"{raw_dir}: {name} is both at the top and in {RELEASE_FOLDER}/; keep one")
     return found[0] if found else None

@@ -46,7 +46,6 @@ A/B rows by missing values); no IPMI file was available to check it.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -67,7 +66,8 @@ from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.staging import Checked, stage, write_staged
-from tracelake.io.text import RawFile, quoted_content, regular_file
+from tracelake.io.storetree import as_folder, listed_size
+from tracelake.io.text import RawFile, file_size, open_text, quoted_content, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.acme import unpivot, widepass
 from tracelake.sources.acme.unpivot import (
@@ -117,9 +117,9 @@ class Header:
 
 
 def read_header(path: str, name: str) -> Header:
-    """The first line of a (possibly gzipped) CSV, BOM and line end removed."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", newline="") as fh:
+    """The first line of a (possibly gzipped) CSV, BOM and line end removed; of a file read in
+    place, from ranged reads of its start (io.text.open_text), not the whole object."""
+    with open_text(path) as fh:
         first = fh.readline().rstrip("\r\n").lstrip("\ufeff")
     if not first:
         raise TracelakeError(f"{name}: empty file, expected a header starting with Time")
@@ -142,8 +142,8 @@ def parse_column_name(name: str) -> tuple[str | None, int | None, str | None, st
 
 def _csvs(folder: Path) -> list[Path]:
     """The CSVs of a folder; one that is not a regular file (a FIFO, a device) is refused."""
-    return sorted(regular_file(p, p.name) for p in folder.iterdir()
-                  if not p.is_dir() and re.search(r"\.csv(\.gz)?$", p.name))
+    return sorted((regular_file(p, p.name) for p in folder.iterdir()
+                   if not p.is_dir() and re.search(r"\.csv(\.gz)?$", p.name)), key=lambda p: p.name)
 
 
 def _rel(path: Path, raw_dir: Path) -> str:
@@ -176,7 +176,7 @@ def _metric_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
         metric = match.group("metric")
         files.append(RawFile(str(path), _rel(path, raw_dir), {
             "cluster": cluster, "metric": metric, "month": match.group("month"),
-            "unit": UNITS.get(metric)}, aliases=_other_form(_rel(path, raw_dir))))
+            "unit": UNITS.get(metric)}, aliases=_other_form(_rel(path, raw_dir)), size=listed_size(path)))
     _one_per_series(files, ("cluster", "metric", "month"))
     return files
 
@@ -189,14 +189,14 @@ def _power_files(folder: Path, cluster: str, raw_dir: Path) -> list[RawFile]:
             raise TracelakeError(f"{_rel(path, raw_dir)}: IPMI files are <KIND>_Power.csv, e.g. GPU_AB_Power.csv")
         files.append(RawFile(str(path), _rel(path, raw_dir),
                              {"cluster": cluster, "kind": match.group("kind"), "unit": "W"},
-                             aliases=_other_form(_rel(path, raw_dir))))
+                             aliases=_other_form(_rel(path, raw_dir)), size=listed_size(path)))
     _one_per_series(files, ("cluster", "kind"))
     return files
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     """TableInputs for the utilization files found in raw_dir; [] when there are none."""
-    root = Path(raw_dir) / "utilization"
+    root = as_folder(raw_dir) / "utilization"
     if not root.is_dir():
         return []
     metrics: list[RawFile] = []
@@ -259,7 +259,7 @@ def file_groups(files: list[dict], budget: int) -> list[list[dict]]:
     groups: list[list[dict]] = []
     size = 0
     for f in files:
-        n = os.path.getsize(f["path"]) * (GZIP_RATIO if f["path"].endswith(".gz") else 1)
+        n = f["size"] * (GZIP_RATIO if f["path"].endswith(".gz") else 1)
         if groups and size + n <= budget:
             groups[-1].append(f)
             size += n
@@ -334,7 +334,7 @@ def unpivot_files(
 
 
 def _file_entry(i: int, raw: RawFile, header: Header, series: int, time_pos: int, id_pos: int) -> dict:
-    return {"path": raw.path, "header_line": header.line, "file_id": i, "series_id": series,
+    return {"path": raw.path, "size": file_size(raw), "header_line": header.line, "file_id": i, "series_id": series,
             "n_cols": len(header.names), "time_pos": time_pos, "id_pos": id_pos}
 
 
@@ -437,7 +437,7 @@ def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tup
     """widepass's input, one row per file (FILE_COLUMNS), largest file first so that the engine's
     round-robin spreads the large files over its partitions."""
     rows = []
-    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -os.path.getsize(t[0].path)):
+    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -file_size(t[0])):
         facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
         rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
                      entry["series_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
@@ -455,7 +455,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     # 0.7.2, 2,000 columns: 4 files at once peaked at 8.2 GB, 2 at 4.75 GB), and tasks beyond
     # the cores add memory, not speed
     partitions = min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), os.cpu_count() or 2, len(rows))
-    tally = progress.expect([f.path for f in files])  # the step's ETA (io.progress)
+    tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     out = frame.repartition(max(1, partitions)).mapInArrow(widepass.reporting(tally), widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),

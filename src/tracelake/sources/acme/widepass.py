@@ -1,8 +1,8 @@
 """One pass over each wide metric file (DCGM, Prometheus): read, checked and unpivoted in Arrow.
 
 A file is the unit: the function reads it with pyarrow's streaming CSV reader (by path, where
-the engine's task runs: a local path or any URL pyarrow.fs opens; `.gz` decompressed on the
-way), a block of lines at a time so memory does not grow with the file, and turns each block
+the engine's task runs: a local path or an object's URL, io.objectstore.open_input; `.gz`
+decompressed on the way), a block of lines at a time so memory does not grow with the file, and turns each block
 into long rows with numpy: one row per non-empty cell, its node, GPU and IB device from the
 header facts the driver parsed once per file (utilization.utilization_header_rows).
 
@@ -29,9 +29,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
-import pyarrow.fs as pafs
 
-from tracelake.io import progress
+from tracelake.io import objectstore, progress
 
 KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
 SERIES = "_series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
@@ -55,10 +54,11 @@ class NeedsExact(Exception):
 
 
 def _open(path: str):
-    """The file as a stream: a local path or a URL pyarrow.fs understands; gzip undone."""
+    """The file as a stream, gzip undone: a local path, or an object's URL (s3://, abfss://, …)
+    opened where the task runs with the settings the driver uses (io.objectstore: the AWS_*
+    variables, a proxy), its bytes as stored: only here is a `.gz` inflated."""
     if "://" in path:
-        fs, inner = pafs.FileSystem.from_uri(path)
-        stream = fs.open_input_stream(inner)
+        stream = objectstore.open_input(path)
     else:
         stream = pa.OSFile(path, "rb")
     return pa.CompressedInputStream(stream, "gzip") if path.endswith(".gz") else stream

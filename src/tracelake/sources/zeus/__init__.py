@@ -4,7 +4,6 @@ it is or .xz-compressed (the release compresses the groups file)."""
 from __future__ import annotations
 
 import lzma
-import os
 import re
 import shutil
 from pathlib import Path
@@ -41,9 +40,10 @@ def _decompressed(path: Path, staging: Path) -> Path:
 def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
     """`name` or `name.xz` (unpacked into staging), whichever is there; both is an error. The
     other form is the file's alias: recompressing it replaces its rows."""
+    from tracelake.io.storetree import lexists
     from tracelake.io.text import RawFile, regular_file
 
-    present = [regular_file(raw_dir / n, n) for n in (name, f"{name}.xz") if os.path.lexists(raw_dir / n)]
+    present = [regular_file(raw_dir / n, n) for n in (name, f"{name}.xz") if lexists(raw_dir / n)]
     if len(present) > 1:
         raise TracelakeError(f"{raw_dir}: both {name} and {name}.xz present; keep one")
     if not present:
@@ -53,14 +53,24 @@ def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = 
     return RawFile(str(_decompressed(present[0], staging / "zeus")), found, constants or {}, aliases=(alias,))
 
 
+def read_in_place(relative: str) -> bool:
+    """Whether the engine's tasks read the raw file at `relative` at its URL (from a store it is
+    never copied): every file but an .xz one, which this process unpacks (Spark reads no .xz).
+    The plain CSVs' headers are checked by a ranged read of their start (io.text.check_header)."""
+    return not relative.endswith(".xz")
+
+
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     from tracelake.api.contract import TableInput
+    from tracelake.io.storetree import as_folder
 
+    raw_dir = as_folder(raw_dir)
     inputs = []
     if (train := _one_form(raw_dir, TRAIN_FILE, staging)) is not None:
         inputs.append(TableInput("bronze.zeus_train", [train]))
     power = []
-    for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.glob("summary_power_*")}):
+    for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.iterdir()
+                      if path.name.startswith("summary_power_")}):
         match = POWER_FILE.fullmatch(gpu)
         if not match:
             raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz)")
@@ -84,5 +94,5 @@ def declare() -> Source:
 
     return Source("zeus", plan, (
         derived("gold.zeus_time_energy_to_accuracy", time_energy_to_accuracy, ("bronze.zeus_train", "bronze.zeus_power")),
-    ))
+    ), in_place=read_in_place)
 
