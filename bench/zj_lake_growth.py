@@ -38,7 +38,7 @@ TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "
 CLI = [sys.executable, "-m", "tracelake"]
 
 
-STEP = re.compile(r"✓ (?P<label>.+?)\s+(?P<h>\d+):(?P<m>\d\d):(?P<s>\d\d)\s*$")
+STEP = re.compile(r"✓ (?P<label>.+?): .*?(?P<s>\d+\.\d) s(?:, ETA .*|, last)?$")  # a plain progress line's step and seconds
 
 
 def run_measured(args: list[str], src: Path | None = None) -> tuple[float, float, int, str]:
@@ -54,18 +54,18 @@ def run_measured(args: list[str], src: Path | None = None) -> tuple[float, float
 
 
 def slowest_steps(stderr: str, most: int = 4) -> str:
-    """The CLI's longest progress steps (whole seconds), e.g. `port_rates 19s`, and every step of
-    the correlation (the tables that grow with a task's hours if anything does): where an hour's
-    time went, so a slower hour says which step grew."""
+    """The CLI's longest progress steps (its plain lines: stderr is not a terminal), e.g.
+    `zj_port_rates 5.5s`, and every step of the correlation (the tables that grow with a task's
+    hours if anything does): where an hour's time went, so a slower hour says which step grew."""
     steps = []
     for line in stderr.splitlines():
-        if match := STEP.search(line):
-            seconds = int(match["h"]) * 3600 + int(match["m"]) * 60 + int(match["s"])
+        if (match := STEP.search(line)) and not match["label"].startswith("hour "):
+            seconds = float(match["s"])
             name = match["label"].split(":")[0].split(".")[-1]
-            steps.append((seconds, f"{name}{'(w)' if 'writing' in match['label'] else ''} {seconds}s"))
+            steps.append((seconds, f"{name}{'(w)' if 'writing' in line else ''} {seconds:.1f}s"))
     ranked = sorted(steps, key=lambda s: -s[0])
     shown = ranked[:most] + [s for s in ranked[most:] if "iteration" in s[1] or "task_network" in s[1]]
-    return " ".join(label for seconds, label in shown if seconds > 0)
+    return " ".join(label for seconds, label in shown if seconds >= 0.1)
 
 
 def per_hour_rows(lake: Path, table: str) -> Counter:
