@@ -76,14 +76,8 @@ def place(files: Iterable[RawFile], prefix: str, roots: Mapping[Path, str]) -> l
 
 
 def remove(prefix: str) -> None:
-    """Every object under the run's prefix; one already gone is fine."""
-    fs, path = objectstore.filesystem(prefix)
-    try:
-        fs.delete_dir(path)
-    except FileNotFoundError:
-        pass
-    except (OSError, pa.ArrowException) as exc:
-        raise objectstore.store_error(prefix, exc) from None
+    """Every object under the run's prefix (none left is fine)."""
+    objectstore.delete_under(prefix)
 
 
 def remove_stale(lake_root: str, keep: str) -> list[str]:
