@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from helpers import rows
 from s3kit import real
 
 from tracelake.config import load_config
@@ -154,7 +155,7 @@ def counts(env: dict, lake: str, *flags: str) -> dict[str, int]:
     done = subprocess.run([sys.executable, "-m", "tracelake", "tables", "--lake", lake, *flags],
                           capture_output=True, text=True, env={**env, "RUST_LOG": "error"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = [line.split() for line in done.stdout.splitlines()]
+    lines = rows(done.stdout)
     assert lines[0] == ["table", "rows", "version", "last_operation"]
     return {r[0]: int(r[1]) for r in lines[1:]}
 
@@ -191,7 +192,7 @@ def test_itp_and_zhejiang_through_a_local_cluster_read_the_driver_made_files_fro
     [itp_prefix] = [r for r in itp_record if "prefix" in r]
     assert re.fullmatch(rf"s3://{bucket}/lake/_staging/\d{{8}}T\d{{6}}Z-[0-9a-f]{{8}}", itp_prefix["prefix"])
     members = [r for r in itp_record if "name" in r]
-    assert len(members) == 8 + 9  # raw-traces: cluster01..08; elasticflow-traces: the clusters and 195job.csv
+    assert len(members) == 10 + 11  # raw-traces: cluster01..10; elasticflow-traces: the same and 195job.csv
     assert all(r["name"].startswith(("raw-traces.tar.gz!", "elasticflow-traces.tar.gz!")) for r in members)
     assert sorted(f"{itp_prefix['prefix']}/{rel}" for rel in itp_prefix["held"]) == sorted(r["path"] for r in members)
 
