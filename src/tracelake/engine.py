@@ -67,6 +67,21 @@ class Engine:
             return self._server.egress is not None
         return self._server is not None
 
+    def tasks_here(self) -> bool:
+        """Whether the engine's tasks surely run on this machine, so they read the files this
+        process makes on its disk: the local profile's engine (in this process or its private
+        child), classic Spark on a local master. Not a Spark Connect server, wherever its address
+        points: from a URL this process cannot tell where the tasks run (127.0.0.1 may be a
+        tunnel, `kubectl port-forward` or `ssh -L`, to a cluster)."""
+        if self.profile == "local":
+            return True
+        if self.profile == "spark":
+            try:
+                return str(self.spark.sparkContext.master).startswith("local")
+            except Exception:  # noqa: BLE001 - no context to ask: assume the tasks are elsewhere
+                return False
+        return False
+
     def delta_sql_supported(self, probe_path: str) -> bool:
         """Ask the engine once, with `DESCRIBE HISTORY` on an existing table, whether it speaks
         Delta's maintenance SQL; the answer is kept for the rest of the session. A Sail server

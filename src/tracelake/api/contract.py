@@ -41,6 +41,9 @@ class TableInput:
     table: str
     files: list[RawFile]
     parser: Parser | None = None  # None: delimited text with the schema's fixed raw header
+    # the parser opens the files in this process (a workbook): they stay on its disk, never
+    # moved to a store for the engine (io/storestage.py)
+    driver_reads: bool = False
 
 
 @dataclass(frozen=True)

@@ -311,3 +311,17 @@ def delete_object(url: str) -> None:
         obstore.delete(_store(folder), name)
     except Exception as exc:  # noqa: BLE001
         raise store_error(url, exc) from None
+
+
+def delete_under(url: str) -> int:
+    """Every object under `url`, by their listing (the number deleted). Through obstore, not
+    pyarrow.fs, whose delete_dir leaves a folder marker object behind in the parent."""
+    import obstore
+
+    names = [rel for rel, _size in list_files(url)]
+    if names:
+        try:
+            obstore.delete(_store(url.rstrip("/")), names)
+        except Exception as exc:  # noqa: BLE001
+            raise store_error(url, exc) from None
+    return len(names)

@@ -21,7 +21,7 @@ from tracelake.delta.catalog import register_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
-from tracelake.io import objectstore, progress
+from tracelake.io import objectstore, progress, storestage
 from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
@@ -119,6 +119,33 @@ def _plan(source: Source, raw_dir: Path | str, staging: Path, batch: str | None,
     return source.plan_batches(raw_dir, staging, batch)
 
 
+def store_staging(engine: Engine, config: Config, run: Run) -> str | None:
+    """The run's prefix in the lake's store (`<lake>/_staging/<run id>`) that the input files
+    this process made go to, or None when the engine reads them on this disk. Only for a lake at
+    a URL (a store every engine of that lake reaches) and no staging_dir set (a folder given for
+    it, such as a volume the workers share, wins), with an engine whose tasks open URLs
+    (Engine.reaches_stores) and may run elsewhere (not Engine.tasks_here: a Spark Connect
+    server, a cluster master)."""
+    if "://" not in config.lake_root or config.raw.get("staging_dir"):
+        return None
+    if engine.tasks_here() or not engine.reaches_stores(config.lake_root):
+        return None
+    return storestage.prefix_for(config.lake_root, run.run_id)
+
+
+def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path | str) -> list[TableInput]:
+    """The plan with its files on this disk at URLs the engine reads (io/storestage.py): a copy
+    of a raw object at that object's URL, anything else made or found here uploaded under
+    `prefix`; the files a parser opens in this process (TableInput.driver_reads) stay here."""
+    roots = {staging.absolute(): prefix}
+    if isinstance(raw_dir, str):
+        roots[(staging / "raw").absolute()] = raw_dir
+    else:
+        roots[Path(raw_dir).absolute()] = f"{prefix}/raw"
+    return [item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots))
+            for item in inputs]
+
+
 def _note(note: object, **figures: object) -> None:
     """Figures for the progress line of a step whose context yields a dict."""
     if isinstance(note, dict):
@@ -177,11 +204,16 @@ def run_ingest(
     run = replace(Run.new(config), pending=[])  # the rule results go to ops.quality_results in one commit
     step = step or (lambda label: nullcontext({}))
     stats: list[TableStats] = []
+    prefix = store_staging(engine, config, run)
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
         remove_stale_staging(config, keep=run.staging)
+        if "://" in config.lake_root:
+            storestage.remove_stale(config.lake_root, keep=run.run_id)
         try:
             with step(f"unpacking {source} inputs"):
                 inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores(config.lake_root))
+                if prefix is not None:
+                    inputs = _placed(inputs, prefix, run.staging, raw_dir)
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}
@@ -212,5 +244,8 @@ def run_ingest(
             raise
         finally:
             run.cleanup()
+            if prefix is not None:
+                with suppress(TracelakeError):  # left behind, the next run on the lake removes it
+                    storestage.remove(prefix)
     register_all(engine.spark, config)
     return merged_stats(stats)

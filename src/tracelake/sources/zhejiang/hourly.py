@@ -29,7 +29,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
-from tracelake.io.text import RawFile, first_bad_utf8, read_lines, regular_file, transcode_to_utf8
+from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
@@ -216,7 +216,8 @@ def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> 
 # ---------------------------------------------------------------- parsing
 
 def _first_line(path: str) -> str:
-    with open(path, encoding="utf-8", newline="") as fh:
+    """The header; of a file the engine reads from a store, by ranged reads of its start."""
+    with open_text(path) as fh:
         return fh.readline().rstrip("\r\n").lstrip("\ufeff")
 
 

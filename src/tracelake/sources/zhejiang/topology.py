@@ -71,7 +71,8 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
         return []
     regular_file(path, WORKBOOK)
     return [
-        TableInput(table, [RawFile(str(path), f"{WORKBOOK}!{sheet}", {"sheet": sheet})], parse_sheet)
+        TableInput(table, [RawFile(str(path), f"{WORKBOOK}!{sheet}", {"sheet": sheet})], parse_sheet,
+                   driver_reads=True)
         for sheet, table in SHEETS.items()
     ]
 

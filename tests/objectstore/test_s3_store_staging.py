@@ -1,0 +1,204 @@
+"""Inputs this process makes (archive members, transcoded hourly CSVs), put where an engine on
+other machines reads them: `<lake>/_staging/<run id>/` in the lake's store (io/storestage.py),
+with copies of raw objects planned at those objects' URLs, the workbook this process reads kept
+on its disk, and the prefix removed after the run. Against the S3 server on 127.0.0.1 (s3kit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from helpers import rows
+from s3kit import real
+
+from tracelake.config import load_config
+from tracelake.engine import Engine
+from tracelake.io import objectstore, storestage
+from tracelake.run.pipeline import _placed, _plan, store_staging
+from tracelake.run.registry import generate, get_source
+
+RUN_ID = "20240101T000000Z-0123abcd"
+
+
+def in_bucket(s3_server, raw: Path, name: str) -> tuple[str, str]:
+    """(raw URL, lake URL) in a new bucket holding `raw` under raw/."""
+    bucket = s3_server.new_bucket(name)
+    s3_server.upload(raw, bucket, "raw")
+    return f"s3://{bucket}/raw", f"s3://{bucket}/lake"
+
+
+# ---------------------------------------------------------------- where a run's inputs go
+
+def _config(lake: str, profile: str = "connect", **more: str):
+    conf = [f"{key}={value}" for key, value in more.items()]
+    return load_config(profile, {"lake_root": lake, "connect_url": "sc://127.0.0.1:15002"}, conf, environ={})
+
+
+def test_only_an_engine_whose_tasks_may_run_elsewhere_gets_a_store_prefix(tmp_path):
+    run = SimpleNamespace(run_id=RUN_ID)
+    connect = Engine("connect", spark=None)
+    assert store_staging(connect, _config("s3://b/lake"), run) == f"s3://b/lake/_staging/{RUN_ID}"
+    assert store_staging(connect, _config(str(tmp_path / "lake")), run) is None  # a local lake
+    assert store_staging(connect, _config("s3://b/lake", staging_dir=str(tmp_path / "s")), run) is None  # set: wins
+    assert store_staging(Engine("local", spark=None), _config("s3://b/lake", "local"), run) is None
+    cluster = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://head:7077"))
+    assert store_staging(Engine("spark", spark=cluster), _config("s3://b/lake", "spark"), run) is not None
+    on_one_machine = SimpleNamespace(sparkContext=SimpleNamespace(master="local[*]"))
+    assert store_staging(Engine("spark", spark=on_one_machine), _config("s3://b/lake", "spark"), run) is None
+
+
+def test_archive_members_are_uploaded_under_the_run_prefix(s3_server, s3_env, tmp_path):
+    raw = tmp_path / "raw"
+    generate("itp", raw, scale=0.01, seed=7)
+    raw_url, lake = in_bucket(s3_server, raw, "stage-itp")
+    prefix = storestage.prefix_for(lake, RUN_ID)
+    run = tmp_path / "run"
+    planned = _plan(get_source("itp"), raw_url, run, None, in_place=True)
+    placed = _placed(planned, prefix, run, raw_url)
+    assert [[f.name for f in i.files] for i in placed] == [[f.name for f in i.files] for i in planned]
+    members = [f for item in placed for f in item.files]
+    assert len(members) == sum(len(i.files) for i in planned) > 2
+    for before, after in zip((f for i in planned for f in i.files), members):
+        local = Path(before.path)
+        assert after.path == f"{prefix}/{local.relative_to(run).as_posix()}"  # e.g. raw-traces/cluster01.csv
+        assert after.size == local.stat().st_size and after.constants == before.constants
+    stored = objectstore.list_files(prefix)
+    assert sorted(f"{prefix}/{rel}" for rel, _ in stored) == sorted(f.path for f in members)
+    with objectstore.open_input(members[0].path) as got:
+        assert got.read() == Path(planned[0].files[0].path).read_bytes()
+    storestage.remove(prefix)
+    bucket = lake.split("/")[2]
+    assert s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/").get("Contents", []) == []  # no marker left
+
+
+def test_a_transcoded_hourly_file_is_uploaded_and_copies_of_raw_objects_keep_their_urls(s3_server, s3_env, tmp_path):
+    raw = tmp_path / "raw"
+    generate("zhejiang", raw, scale=0.01, seed=11, hours=1, tasks=1)
+    [flow] = raw.glob("trafficinfo/*/*_flow.csv")
+    text = flow.read_text(encoding="utf-8")
+    assert not text.isascii()  # 上午/下午 times: GB18030 differs from UTF-8 here
+    flow.write_bytes(text.encode("gb18030"))  # a Chinese Excel export: this process transcodes it
+    raw_url, lake = in_bucket(s3_server, raw, "stage-zj")
+    prefix = storestage.prefix_for(lake, RUN_ID)
+    run = tmp_path / "run"
+    placed = {i.table: i for i in _placed(_plan(get_source("zhejiang"), raw_url, run, None, in_place=True),
+                                          prefix, run, raw_url)}
+    rel = flow.relative_to(raw).as_posix()
+    [transcoded] = placed["bronze.zj_flow"].files
+    assert (transcoded.name, transcoded.path) == (rel, f"{prefix}/zj_hourly/{rel.replace('/', '__')}")
+    with objectstore.open_input(transcoded.path) as got:
+        assert got.read().decode("utf-8") == text
+    for table in ("bronze.zj_nic", "bronze.zj_link", "bronze.zj_port_minute", "bronze.zj_task_pods",
+                  "bronze.zj_task_log_events", "bronze.zj_port_counters"):
+        assert [f.path for f in placed[table].files] == [f"{raw_url}/{f.name}" for f in placed[table].files]
+    for table in ("bronze.zj_topology", "bronze.zj_gpu_nic"):  # this process reads the workbook itself
+        [book] = placed[table].files
+        assert book.path == str(run / "raw" / "cluster_2000_A100.xlsx")
+    assert objectstore.list_files(prefix) == [(f"zj_hourly/{rel.replace('/', '__')}", len(text.encode()))]
+
+
+def test_a_crashed_runs_prefix_is_removed_by_the_next_run(s3_server, s3_env):
+    bucket = s3_server.new_bucket("stale")
+    client = s3_server.client()
+    older, ours = "20240101T000000Z-00000001", "20240102T000000Z-00000002"
+    for key in (f"lake/_staging/{older}/raw-traces/cluster01.csv", f"lake/_staging/{ours}/a.csv",
+                "lake/_staging/notes/keep.txt", "lake/bronze/itp_jobs/_delta_log/0.json"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    lake = f"s3://{bucket}/lake"
+    assert storestage.remove_stale(lake, keep=ours) == [older]
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
+    assert keys == ["lake/_staging/20240102T000000Z-00000002/a.csv", "lake/_staging/notes/keep.txt",
+                    "lake/bronze/itp_jobs/_delta_log/0.json"]
+
+
+# ---------------------------------------------------------------- through a Sail local-cluster
+
+# the CLI, recording what the run planned at URLs and what its prefix held before removal, and
+# deleting this disk's copy of every file it moved to a URL: the engine can only read the store's
+RECORDING = """
+import json, os, sys
+from tracelake.io import objectstore, storestage
+place, remove, out = storestage.place, storestage.remove, open(os.environ["STAGE_RECORD"], "a")
+def placing(files, prefix, roots):
+    placed = place(files, prefix, roots)
+    for before, after in zip(files, placed):
+        if before.path != after.path and os.path.exists(before.path):
+            os.remove(before.path)
+        out.write(json.dumps({"name": after.name, "path": after.path}) + "\\n")
+    out.flush()
+    return placed
+def removing(prefix):
+    out.write(json.dumps({"prefix": prefix, "held": [rel for rel, _ in objectstore.list_files(prefix)]}) + "\\n")
+    out.flush()
+    remove(prefix)
+storestage.place, storestage.remove = placing, removing
+from tracelake.__main__ import run
+sys.argv[0] = "tracelake"
+run()
+"""
+
+
+def ingest_recording(env: dict, record: Path, *args: str) -> list[dict]:
+    done = subprocess.run([sys.executable, "-c", RECORDING, "ingest", *args], capture_output=True, text=True,
+                          env={**env, "RUST_LOG": "error", "STAGE_RECORD": str(record)}, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def counts(env: dict, lake: str, *flags: str) -> dict[str, int]:
+    done = subprocess.run([sys.executable, "-m", "tracelake", "tables", "--lake", lake, *flags],
+                          capture_output=True, text=True, env={**env, "RUST_LOG": "error"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = rows(done.stdout)
+    assert lines[0] == ["table", "rows", "version", "last_operation"]
+    return {r[0]: int(r[1]) for r in lines[1:]}
+
+
+@pytest.mark.e2e
+def test_itp_and_zhejiang_through_a_local_cluster_read_the_driver_made_files_from_the_store(
+        s3_server, tmp_path, monkeypatch):
+    """The connect profile against Sail in local-cluster mode (2 workers), raw and lake in the
+    bucket, no staging_dir: ITP's archive members go to the run's prefix and the engine reads
+    them there (this disk's copies are deleted first), the Zhejiang task logs at their raw URLs;
+    the counts are the local run's, and no prefix is left."""
+    itp, zhejiang = real("elasticflow"), real("zhejiang")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+    from deploykit import sail_server
+
+    bucket = s3_server.new_bucket("remote")
+    s3_server.upload(itp, bucket, "raw/elasticflow")
+    s3_server.upload(zhejiang, bucket, "raw/cluster_2000_A100")
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    env, lake = dict(os.environ), f"s3://{bucket}/lake"
+    with sail_server(tmp_path / "sail-cluster.log", workers=2) as url:
+        connect = ("--lake", lake, "--profile", "connect", "--connect-url", url)
+        itp_record = ingest_recording(env, tmp_path / "itp.jsonl", "itp", "--raw", f"s3://{bucket}/raw/elasticflow",
+                                      *connect)
+        zj_record = ingest_recording(env, tmp_path / "zj.jsonl", "zhejiang", "--raw",
+                                     f"s3://{bucket}/raw/cluster_2000_A100", *connect)
+        tables = counts(env, lake, *connect[2:])
+    assert tables["bronze.itp_jobs"] == 69351 and tables["bronze.elasticflow_jobs"] == 69546
+    assert tables["silver.jobs"] == 138702
+    assert tables["bronze.zj_port_counters"] == 1861310 and tables["gold.zj_iteration_network"] == 2436
+    assert tables["silver.zj_task_paths"] == 376 and tables["silver.zj_nic_map"] > 0
+
+    [itp_prefix] = [r for r in itp_record if "prefix" in r]
+    assert re.fullmatch(rf"s3://{bucket}/lake/_staging/\d{{8}}T\d{{6}}Z-[0-9a-f]{{8}}", itp_prefix["prefix"])
+    members = [r for r in itp_record if "name" in r]
+    assert len(members) == 10 + 11  # raw-traces: cluster01..10; elasticflow-traces: the same and 195job.csv
+    assert all(r["name"].startswith(("raw-traces.tar.gz!", "elasticflow-traces.tar.gz!")) for r in members)
+    assert sorted(f"{itp_prefix['prefix']}/{rel}" for rel in itp_prefix["held"]) == sorted(r["path"] for r in members)
+
+    [zj_prefix] = [r for r in zj_record if "prefix" in r]
+    assert zj_prefix["held"] == []  # every file it made here is a copy of a raw object, read at that URL
+    logs = [r for r in zj_record if "name" in r and r["name"].startswith("taskinfo/")]
+    assert len(logs) == 5 and all(r["path"] == f"s3://{bucket}/raw/cluster_2000_A100/{r['name']}" for r in logs)
+    left = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/_staging/").get("Contents", [])
+    assert left == []  # both runs' prefixes are gone
