@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -102,3 +102,11 @@ def tally(folder: str | None, path: str, rows: int) -> None:
             out.write(f"{rows}\t{path}\n")
     except OSError:
         pass
+
+
+def tallying(parse: Callable[..., Iterator], folder: str | None) -> Callable[[Iterator], Iterator]:
+    """mapInArrow's function: `parse(batches, folder)`, a pass that tallies each file done to
+    `folder` (expect's)."""
+    def parse_and_tally(batches: Iterator) -> Iterator:
+        return parse(batches, folder)
+    return parse_and_tally

@@ -456,7 +456,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     # the cores add memory, not speed
     partitions = min(int(spark.conf.get("spark.sql.shuffle.partitions") or 2), os.cpu_count() or 2, len(rows))
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
-    out = frame.repartition(max(1, partitions)).mapInArrow(widepass.reporting(tally), widepass.OUTPUT_DDL)
+    out = frame.repartition(max(1, partitions)).mapInArrow(progress.tallying(widepass.parse_files, tally), widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
     row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
                          F.col("gpu_index").cast("string"), F.col("ib_device"))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -185,9 +185,3 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
                 yield from table.to_batches(max_chunksize=BATCH_ROWS)
             progress.tally(tally_folder, row["path"], rows)
 
-
-def reporting(tally_folder: str | None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """parse_files telling each file done to `tally_folder` (io.progress.expect's)."""
-    def parse_and_tally(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return parse_files(batches, tally_folder)
-    return parse_and_tally

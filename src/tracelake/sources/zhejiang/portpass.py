@@ -22,7 +22,7 @@ hour before; ports.rebuild_rates recomputes those from the carried state (transf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -277,9 +277,3 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
     if pending:
         yield from pa.concat_tables(pending).combine_chunks().to_batches()
 
-
-def reporting(tally_folder: str | None) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """parse_files telling each file done to `tally_folder` (io.progress.expect's)."""
-    def parse_and_tally(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return parse_files(batches, tally_folder)
-    return parse_and_tally
