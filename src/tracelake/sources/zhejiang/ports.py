@@ -39,7 +39,7 @@ from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, stage
 from tracelake.io.storetree import as_folder
-from tracelake.io.text import RawFile, check_header, file_size, read_lines, regular_file
+from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
@@ -184,7 +184,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> 
     """The parse contract of `files` from portpass, one pass each, with the rate columns it adds
     (portpass.RATE_COLUMNS) and its marker rows (portpass.EXACT: files to parse line by line,
     which carry a parse problem so that nothing counts them as rows)."""
-    tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
+    tally = progress.expect([f.path for f in files])  # the step's ETA (io.progress)
     out = _file_rows(spark, files).mapInArrow(progress.tallying(portpass.parse_files, tally), portpass.OUTPUT_DDL)
     marker = F.col(portpass.EXACT)
     no_problem = F.array().cast("array<string>")
