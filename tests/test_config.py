@@ -81,9 +81,9 @@ def test_the_engine_sets_utc_on_a_session_whose_zone_differs(spark):
         spark.conf.set("spark.sql.session.timeZone", "UTC")
 
 
-def test_a_lake_at_a_url_stages_where_the_engine_runs(tmp_path):
-    """On this machine's engines a folder in the temp dir, one per lake; a remote server keeps
-    <lake>/_staging, which an ingest refuses, naming staging_dir."""
+def test_a_lake_at_a_url_stages_on_this_machine_whatever_the_engine(tmp_path):
+    """A folder in the temp dir, one per lake, on every profile: a remote server's tasks get what
+    they read under <lake>/_staging/<run id> instead (run.pipeline.store_staging)."""
     lake = "s3://bucket/lake"
     local = load_config(profile="local", overrides={"lake_root": lake})
     assert local.staging_dir == load_config(profile="spark", overrides={"lake_root": lake}).staging_dir
@@ -92,7 +92,7 @@ def test_a_lake_at_a_url_stages_where_the_engine_runs(tmp_path):
     on_loopback = load_config(profile="connect", overrides={"lake_root": lake, "connect_url": "sc://127.0.0.1:15002"})
     assert on_loopback.staging_dir == local.staging_dir
     remote = load_config(profile="connect", overrides={"lake_root": lake, "connect_url": "sc://spark.example:15002"})
-    assert remote.staging_dir == "s3://bucket/lake/_staging"
+    assert remote.staging_dir == local.staging_dir
     chosen = load_config(overrides={"lake_root": lake}, conf_pairs=[f"staging_dir={tmp_path}"])
     assert chosen.staging_dir == str(tmp_path)
     assert load_config(overrides={"lake_root": "s3://bucket/lake/"}).lake_root == lake

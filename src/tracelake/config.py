@@ -44,7 +44,6 @@ LOCAL_ENGINES = ("private", "tcp")
 # `scheme://` is refused, so a typo (`s4://`) is not taken for a folder or a store
 OBJECT_STORE_SCHEMES = ("s3", "s3a", "gs", "abfss", "abfs", "az")
 # hosts of a Spark Connect server on this machine: its tasks read this machine's folders
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def check_store_url(url: str, what: str = "path") -> str:
@@ -227,20 +226,6 @@ def utc_session_conf(spark_conf: Mapping[str, Any]) -> dict[str, str]:
     return {**conf, TIME_ZONE_KEY: SESSION_TIME_ZONE}
 
 
-def _engine_reads_local_files(merged: Mapping[str, Any]) -> bool:
-    """Whether the engine's tasks run on this machine (so a local staging folder is one they
-    read): the local profile, classic Spark on a local master, a Spark Connect server on this
-    machine's loopback."""
-    if merged["profile"] == "local":
-        return True
-    if merged["profile"] == "spark":
-        submitted = os.environ.get("MASTER") if os.environ.get("PYSPARK_GATEWAY_PORT") else None
-        return str(merged.get("master") or submitted or "local").startswith("local")
-    url = str(merged.get("connect_url") or "")
-    host = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)", url)
-    return bool(host) and host.group(1) in LOCAL_HOSTS
-
-
 def _build(merged: dict[str, Any]) -> Config:
     if not str(merged.get("lake_root") or "").strip():  # "" would resolve to the current folder
         raise TracelakeError("the lake path is empty: give a folder with --lake DIR, TRACELAKE_LAKE_ROOT or lake_root in conf")
@@ -256,8 +241,9 @@ def _build(merged: dict[str, Any]) -> Config:
     if merged["profile"] == "local" and "://" not in lake_root:
         engine_root = engine_safe_path(Path(lake_root))
     staging = f"{engine_root or lake_root}/_staging"
-    if "://" in lake_root and _engine_reads_local_files(merged):
-        # the scratch of a run is written and read on this machine, never in the bucket
+    if "://" in lake_root:
+        # this process's files (unpacked archives, progress tallies) stay on its disk; an engine
+        # whose tasks run elsewhere gets its scratch under <lake>/_staging (run.pipeline)
         staging = local_staging_for(lake_root)
     if merged.get("staging_dir"):
         staging = str(merged["staging_dir"])

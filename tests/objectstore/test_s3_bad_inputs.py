@@ -91,7 +91,7 @@ def test_raw_archive_cut_short_in_the_bucket_is_refused(s3_server, itp_raw):
 
 # files read in place by the tasks: every check the parse makes of a file, through the store.
 # Zhejiang's port files; AcmeTrace's job and utilization CSVs (a .gz too) and Zeus's plain CSVs,
-# their headers from ranged reads; Zeus's .xz, copied and unpacked, beside them
+# their headers from ranged reads; Zeus's .xz, streamed from its URL and unpacked, beside them
 IN_PLACE_CASES = ("zj_port_file_cut_short_in_its_last_line", "zj_port_file_bad_byte_deep_in_the_file",
                   "zj_rows_traded_between_port_files", "zj_save_time_in_seconds",
                   "acme_utilization_file_cut_short_in_its_last_line", "acme_utilization_bad_byte_deep_in_the_file",

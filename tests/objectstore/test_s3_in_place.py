@@ -6,6 +6,7 @@ staging. The plan equals the plan of the same folder on local disk, file for fil
 
 from __future__ import annotations
 
+import lzma
 from pathlib import Path
 
 from s3kit import real
@@ -146,7 +147,7 @@ def test_acme_release_is_planned_at_its_urls_and_nothing_is_copied(s3_server, s3
         assert read_header(f.path, f.name) == read_header(str(raw / f.name), f.name)
 
 
-def test_zeus_plain_csvs_are_read_in_place_and_only_the_xz_file_is_copied(s3_server, s3_env, tmp_path):
+def test_zeus_plain_csvs_are_read_in_place_and_the_xz_file_is_unpacked_from_the_store(s3_server, s3_env, tmp_path):
     raw = tmp_path / "raw"
     generate("zeus", raw, scale=0.02, seed=7)
     url = uploaded(s3_server, raw, "raw")
@@ -154,7 +155,9 @@ def test_zeus_plain_csvs_are_read_in_place_and_only_the_xz_file_is_copied(s3_ser
     inputs = _plan(source, url, tmp_path / "run", None, in_place=True)
     local = _plan(source, raw, tmp_path / "local-run", None)
     assert by_table(inputs) == by_table(local)
-    assert staged_files(tmp_path / "run") == ["alibaba_groups.csv.xz"]  # unpacked by this process
+    assert staged_files(tmp_path / "run") == []  # nothing raw copied: the .xz is streamed from its URL
+    unpacked = tmp_path / "run" / "zeus" / "alibaba_groups.csv"
+    assert unpacked.read_bytes() == lzma.decompress((raw / "alibaba_groups.csv.xz").read_bytes())
     paths = {item.table: [f.path for f in item.files] for item in inputs}
     assert paths["bronze.zeus_train"] == [f"{url}/summary_train.csv"]
     assert paths["bronze.zeus_power"] == [f"{url}/summary_power_{gpu}.csv" for gpu in ("a40", "v100")]

@@ -241,10 +241,10 @@ def test_zhejiang_through_a_sail_local_cluster_on_s3_equals_local(s3_server, tmp
 
 
 # what each generated release ingests to (the same from the bucket and from local disk), and the
-# raw files the run copies to its staging: only what this process unpacks (Zeus's .xz groups file)
+# raw files the run copies to its staging: none (Zeus's .xz groups file is unpacked from its URL)
 OTHER_SOURCES = {
     "zeus": ({"bronze.zeus_train": 111, "bronze.zeus_power": 240, "bronze.zeus_alibaba_groups": 763,
-              "gold.zeus_time_energy_to_accuracy": 1776, "quarantine.zeus_power": 0}, ["alibaba_groups.csv.xz"]),
+              "gold.zeus_time_energy_to_accuracy": 1776, "quarantine.zeus_power": 0}, []),
     "acme": ({"bronze.acme_jobs": 8807, "bronze.acme_utilization": 1068, "bronze.acme_power": 28,
               "quarantine.acme_utilization": 527, "quarantine.acme_power": 11, "silver.jobs": 8807}, []),
 }

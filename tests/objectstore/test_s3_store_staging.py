@@ -20,6 +20,7 @@ from s3kit import real
 from tracelake.config import load_config
 from tracelake.engine import Engine
 from tracelake.io import objectstore, storestage
+from tracelake.io.staging import Scratch
 from tracelake.run.pipeline import _placed, _plan, store_staging
 from tracelake.run.registry import generate, get_source
 
@@ -53,6 +54,28 @@ def test_only_an_engine_whose_tasks_may_run_elsewhere_gets_a_store_prefix(tmp_pa
     assert store_staging(Engine("spark", spark=on_one_machine), _config("s3://b/lake", "spark"), run) is None
 
 
+def test_a_remote_engines_run_stages_here_and_its_scratch_is_a_url_kept_whole(s3_server, s3_env, tmp_path):
+    """A lake at a URL with a Spark Connect engine elsewhere needs no staging_dir: this process's
+    staging folder is on this disk, and the engine's scratch (Run.scratch, moved under the run's
+    prefix by run_ingest) is joined as text, `s3://` intact, and listed and removed through the store."""
+    from tracelake.run.context import Run
+
+    config = load_config("connect", {"lake_root": "s3://b/lake", "connect_url": "sc://10.0.0.5:15002"}, [], environ={})
+    run = Run.new(config)
+    assert "://" not in str(run.staging) and Path(str(run.scratch)) == run.staging
+    bucket = s3_server.new_bucket("scratch")
+    scratch = Scratch(f"s3://{bucket}/lake/_staging/{RUN_ID}/scratch")
+    staged = scratch / "bronze.t.parquet"
+    assert str(staged) == f"s3://{bucket}/lake/_staging/{RUN_ID}/scratch/bronze.t.parquet"
+    assert str(staged.beside("-exact")) == f"{staged}-exact"
+    assert not staged.exists()
+    s3_server.client().put_object(Bucket=bucket, Key=f"lake/_staging/{RUN_ID}/scratch/bronze.t.parquet/part-0.parquet",
+                                  Body=b"x")
+    assert staged.exists() and not staged.beside("-exact").exists()
+    staged.remove()
+    assert not staged.exists() and not s3_server.client().list_objects_v2(Bucket=bucket).get("Contents")
+
+
 def test_archive_members_are_uploaded_under_the_run_prefix(s3_server, s3_env, tmp_path):
     raw = tmp_path / "raw"
     generate("itp", raw, scale=0.01, seed=7)
@@ -60,7 +83,7 @@ def test_archive_members_are_uploaded_under_the_run_prefix(s3_server, s3_env, tm
     prefix = storestage.prefix_for(lake, RUN_ID)
     run = tmp_path / "run"
     planned = _plan(get_source("itp"), raw_url, run, None, in_place=True)
-    placed = _placed(planned, prefix, run, raw_url)
+    placed = _placed(planned, prefix, run, raw_url, Scratch(f"{prefix}/scratch"))
     assert [[f.name for f in i.files] for i in placed] == [[f.name for f in i.files] for i in planned]
     members = [f for item in placed for f in item.files]
     assert len(members) == sum(len(i.files) for i in planned) > 2
@@ -87,8 +110,11 @@ def test_a_transcoded_hourly_file_is_uploaded_and_copies_of_raw_objects_keep_the
     raw_url, lake = in_bucket(s3_server, raw, "stage-zj")
     prefix = storestage.prefix_for(lake, RUN_ID)
     run = tmp_path / "run"
+    scratch = Scratch(f"{prefix}/scratch")
     placed = {i.table: i for i in _placed(_plan(get_source("zhejiang"), raw_url, run, None, in_place=True),
-                                          prefix, run, raw_url)}
+                                          prefix, run, raw_url, scratch)}
+    # the one pass stages its own scratch (a file that fails a check is parsed again beside it) there
+    assert placed["bronze.zj_port_counters"].parser.keywords["staging"] == scratch
     rel = flow.relative_to(raw).as_posix()
     [transcoded] = placed["bronze.zj_flow"].files
     assert (transcoded.name, transcoded.path) == (rel, f"{prefix}/zj_hourly/{rel.replace('/', '__')}")
@@ -119,11 +145,20 @@ def test_a_crashed_runs_prefix_is_removed_by_the_next_run(s3_server, s3_env):
 
 # ---------------------------------------------------------------- through a Sail local-cluster
 
-# the CLI, recording what the run planned at URLs and what its prefix held before removal, and
-# deleting this disk's copy of every file it moved to a URL: the engine can only read the store's
+# the CLI, recording what the run planned at URLs, what its prefix held before removal and what
+# its local staging folder held before its cleanup, and deleting this disk's copy of every file it
+# moved to a URL: the engine can only read the store's
 RECORDING = """
 import json, os, sys
 from tracelake.io import objectstore, storestage
+from tracelake.run.context import Run
+cleanup = Run.cleanup
+def cleaning(run):
+    held = sorted(os.path.relpath(os.path.join(d, f), run.staging) for d, _, fs in os.walk(run.staging) for f in fs)
+    out.write(json.dumps({"local": held}) + "\\n")
+    out.flush()
+    cleanup(run)
+Run.cleanup = cleaning
 place, remove, out = storestage.place, storestage.remove, open(os.environ["STAGE_RECORD"], "a")
 def placing(files, prefix, roots):
     placed = place(files, prefix, roots)
@@ -149,6 +184,11 @@ def ingest_recording(env: dict, record: Path, *args: str) -> list[dict]:
                           env={**env, "RUST_LOG": "error", "STAGE_RECORD": str(record)}, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def scratch_folders(held: list[str]) -> set[str]:
+    """The folders a run's scratch Parquet made under `<prefix>/scratch/` (from the prefix's listing)."""
+    return {rel.split("/")[1] for rel in held if rel.startswith("scratch/") and rel.count("/") >= 2}
 
 
 def counts(env: dict, lake: str, *flags: str) -> dict[str, int]:
@@ -194,11 +234,70 @@ def test_itp_and_zhejiang_through_a_local_cluster_read_the_driver_made_files_fro
     members = [r for r in itp_record if "name" in r]
     assert len(members) == 10 + 11  # raw-traces: cluster01..10; elasticflow-traces: the same and 195job.csv
     assert all(r["name"].startswith(("raw-traces.tar.gz!", "elasticflow-traces.tar.gz!")) for r in members)
-    assert sorted(f"{itp_prefix['prefix']}/{rel}" for rel in itp_prefix["held"]) == sorted(r["path"] for r in members)
+    inputs = [rel for rel in itp_prefix["held"] if not rel.startswith("scratch/")]
+    assert sorted(f"{itp_prefix['prefix']}/{rel}" for rel in inputs) == sorted(r["path"] for r in members)
+    # the engine's scratch Parquet was in the prefix too, and none of it on this disk
+    assert {"bronze.elasticflow_jobs.parquet", "bronze.itp_jobs.parquet", "silver.jobs.parquet",
+            "gold.jobs_characterization.parquet"} <= scratch_folders(itp_prefix["held"])
+    [itp_local] = [r["local"] for r in itp_record if "local" in r]
+    assert not [rel for rel in itp_local if ".parquet" in rel], itp_local
 
     [zj_prefix] = [r for r in zj_record if "prefix" in r]
-    assert zj_prefix["held"] == []  # every file it made here is a copy of a raw object, read at that URL
+    # every input file it made here is a copy of a raw object, read at that URL: only scratch was put there
+    assert {"bronze.zj_port_counters.parquet", "silver.zj_port_rates.parquet", "bronze.zj_task_log_events.parquet"} <= \
+        scratch_folders(zj_prefix["held"])
+    assert all(rel.startswith("scratch/") for rel in zj_prefix["held"])
+    [zj_local] = [r["local"] for r in zj_record if "local" in r]
+    assert not [rel for rel in zj_local if ".parquet" in rel], zj_local
     logs = [r for r in zj_record if "name" in r and r["name"].startswith("taskinfo/")]
     assert len(logs) == 5 and all(r["path"] == f"s3://{bucket}/raw/cluster_2000_A100/{r['name']}" for r in logs)
     left = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/_staging/").get("Contents", [])
     assert left == []  # both runs' prefixes are gone
+
+
+@pytest.mark.e2e
+def test_acme_through_a_local_cluster_stages_its_scratch_in_the_store_and_equals_local(s3_server, tmp_path, monkeypatch):
+    """AcmeTrace from a bucket into a bucket on Sail's local-cluster (2 workers), no staging_dir:
+    every raw file is read at its URL (nothing uploaded), the engine's scratch Parquet (the staged
+    parses, the exact cells of repeated lines) is under the run's prefix and none on this disk, and
+    the tables equal a local run's."""
+    import gzip
+
+    from tracelake.run.registry import generate
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+    from deploykit import sail_server
+
+    raw = tmp_path / "raw"
+    generate("acme", raw, scale=0.01, seed=7)
+    plain = raw / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"  # one series gzipped, as test_s3_lake's
+    plain.with_name(plain.name + ".gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    bucket = s3_server.new_bucket("remote-acme")
+    s3_server.upload(raw, bucket, "raw")
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    env, lake = dict(os.environ), f"s3://{bucket}/lake"
+    with sail_server(tmp_path / "sail-cluster.log", workers=2) as url:
+        connect = ("--lake", lake, "--profile", "connect", "--connect-url", url)
+        record = ingest_recording(env, tmp_path / "acme.jsonl", "acme", "--raw", f"s3://{bucket}/raw", *connect)
+        on_cluster = counts(env, lake, *connect[2:])
+    local = tmp_path / "lake"
+    done = subprocess.run([sys.executable, "-m", "tracelake", "ingest", "acme", "--raw", str(raw), "--lake", str(local)],
+                          capture_output=True, text=True, env={**env, "RUST_LOG": "error"}, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert on_cluster == counts(env, str(local))
+    assert {t: on_cluster[t] for t in ("bronze.acme_jobs", "bronze.acme_utilization", "bronze.acme_power",
+                                       "quarantine.acme_utilization", "quarantine.acme_power")} == \
+        {"bronze.acme_jobs": 8807, "bronze.acme_utilization": 1068, "bronze.acme_power": 28,
+         "quarantine.acme_utilization": 527, "quarantine.acme_power": 11}
+    files = [r for r in record if "name" in r]
+    assert files and all(r["path"] == f"s3://{bucket}/raw/{r['name']}" for r in files)  # each at its own URL
+    [prefix] = [r for r in record if "prefix" in r]
+    assert prefix["held"] and all(rel.startswith("scratch/") for rel in prefix["held"])
+    folders = scratch_folders(prefix["held"])
+    assert {"bronze.acme_jobs.parquet", "bronze.acme_utilization.parquet", "bronze.acme_power.parquet"} <= folders
+    assert any(name.startswith("acme-repeats-") for name in folders), folders  # repeated Times' exact cells
+    [local_held] = [r["local"] for r in record if "local" in r]
+    assert not [rel for rel in local_held if ".parquet" in rel], local_held
+    assert not s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/_staging/").get("Contents")

@@ -8,7 +8,8 @@ rebuilds every Derived whose inputs changed in the run, whichever package declar
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from tracelake.config import Config
 from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
-from tracelake.io.staging import Checked
+from tracelake.io.staging import Checked, Scratch
 from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema, load_schema
 
@@ -25,14 +26,15 @@ from tracelake.schema import TableSchema, load_schema
 # empty = good; raw_line and raw_values_json are stored only for rows set aside, so a parser may
 # leave them null in good rows), plus any columns of its own computed in the same pass (staged
 # with the rows, api.tables.staged_parse); a Checked when it is a fast parse to be trusted only
-# after a check
+# after a check. A parser that stages scratch of its own takes the place as the keyword `staging`,
+# bound by its plan to the run's staging folder (scratch_bound moves it where the engine reads)
 Parser = Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked]
 Build = Callable[[SparkSession, Config], DataFrame | None]
 Partitions = tuple[tuple, ...]
-# (spark, config, changed partitions of the inputs that changed, the run's scratch folder for an
+# (spark, config, changed partitions of the inputs that changed, the run's scratch place for an
 # intermediate worth storing once) -> (the new rows of the output partitions to replace, those
 # partitions; None: the whole table), or None while the inputs are not there yet
-PartialBuild = Callable[[SparkSession, Config, dict[str, Partitions], Path],
+PartialBuild = Callable[[SparkSession, Config, dict[str, Partitions], Scratch],
                         tuple[DataFrame, Partitions | None] | None]
 
 
@@ -44,6 +46,15 @@ class TableInput:
     # the parser opens the files in this process (a workbook): they stay on its disk, never
     # moved to a store for the engine (io/storestage.py)
     driver_reads: bool = False
+
+
+def scratch_bound(item: TableInput, scratch: Scratch) -> TableInput:
+    """`item` with its parser's scratch (the `staging` keyword its plan bound) at `scratch`: the
+    run's prefix in the lake's store when the engine's tasks share no disk with this process."""
+    parser = item.parser
+    if isinstance(parser, partial) and "staging" in parser.keywords:
+        return replace(item, parser=partial(parser, staging=scratch))
+    return item
 
 
 @dataclass(frozen=True)

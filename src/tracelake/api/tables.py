@@ -13,23 +13,23 @@ from tracelake.config import Config
 from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.delta.fingerprint import changed_groups
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
-from tracelake.io.staging import exact_path, parse_path
+from tracelake.io.staging import Scratch, exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
 
 __all__ = ["changed_groups", "partition_predicate", "read_tables", "staged_parse"]
 
 
-def staged_parse(spark: SparkSession, scratch: Path, table: str) -> DataFrame | None:
+def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame | None:
     """The rows of `table` that this run's bronze step parsed, staged and kept (no parse
     problem, no quarantine rule's flag), with every column the parser added (e.g. values it
     computed in the same pass); None when the run staged no parse of `table`, or when a rule
     only GX evaluates may have set rows aside (then only the table itself says what was kept)."""
     path = parse_path(scratch, table)
     flags, by_gx = row_flags(load_suite(table))
-    if by_gx or not path.is_dir():
+    if by_gx or not path.exists():
         return None
-    parts = [spark.read.parquet(str(p)) for p in (path, exact_path(path)) if p.is_dir()]
+    parts = [spark.read.parquet(str(p)) for p in (path, exact_path(path)) if p.exists()]
     parts = [p for p in parts if p.columns]  # Sail writes no file for zero rows
     if not parts:
         return None

@@ -16,13 +16,11 @@ count and row fingerprint) is not written again: an identical re-run makes no co
 
 from __future__ import annotations
 
-import shutil
 import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,7 +39,7 @@ from tracelake.delta.catalog import (
 from tracelake.delta.fingerprint import changed_partitions, unchanged
 from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, staged_pieces
 from tracelake.delta.staged_files import commit_staged, commits_staged
-from tracelake.io.staging import stage, write_staged
+from tracelake.io.staging import Scratch, stage, write_staged
 from tracelake.schema import TableSchema
 
 _view_counter = 0
@@ -78,7 +76,7 @@ class ReplacePartitions:
     rows: int | None = None
     checked: bool = False
     fence: bool = True
-    pieces: Path | None = None
+    pieces: Scratch | None = None
 
 
 @dataclass(frozen=True)
@@ -103,11 +101,11 @@ class StagedRows:
     they lie as the table's data files of one partition, which commit() then adds as they are."""
 
     frame: DataFrame
-    files: Path | None = None
+    files: Scratch | None = None
 
 
 def stage_rows(config: Config, schema: TableSchema, df: DataFrame, partitions: Sequence[tuple] | None,
-               path: Path) -> StagedRows:
+               path: Scratch) -> StagedRows:
     """`df` conformed to the table and staged once at `path`, so the gate and the commit read
     the same stored rows. Where the commit can take the staged files themselves (one partition
     of a lake on this machine, staged_files.commits_staged), they are staged in the table's
@@ -224,15 +222,18 @@ def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchem
         return False
     print(f"tracelake: warning: {schema.full_name} holds keys more than once; keeping one row per key",
           file=sys.stderr)
-    staged = f"{config.staging_dir.rstrip('/')}/heal-{uuid.uuid4().hex[:8]}"
+    # a lake at a URL heals through its own store (its engine may run elsewhere), unless a
+    # staging folder was given for scratch
+    root = config.staging_dir if "://" not in config.lake_root or config.raw.get("staging_dir") else \
+        f"{config.lake_root}/_staging"
+    staged = Scratch(root) / f"heal-{uuid.uuid4().hex[:8]}"
     write_staged(target.dropDuplicates(keys), staged)  # read it all before replacing it
-    healed = spark.read.parquet(staged)
+    healed = spark.read.parquet(str(staged))
     writer = _fenced(healed, schema).write.format("delta").mode("overwrite")
     if schema.partition_by:
         writer = writer.partitionBy(*schema.partition_by)
     writer.save(path)
-    if "://" not in staged:
-        shutil.rmtree(staged, ignore_errors=True)
+    staged.remove()
     return True
 
 
@@ -292,7 +293,7 @@ def _append_rows(spark: SparkSession, config: Config, schema: TableSchema, df: D
 def _replace_partitions(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, partitions: list[tuple],
     compare: list[str] | None = None, rows: int | None = None, checked: bool = False, fence: bool = True,
-    staging: Path | None = None, staged: Path | None = None,
+    staging: Scratch | None = None, staged: Scratch | None = None,
 ) -> bool:
     """Make `partitions` of the table hold exactly `df`'s rows, in one commit; other partitions
     are neither read nor touched. `df` must hold rows of those partitions only (looked at unless
@@ -328,7 +329,7 @@ def _replace_partitions(
             if len(changing) < len(partitions):
                 partitions, where, shrunk = changing, partition_predicate(schema, changing), True
     if staged is not None:
-        commit_staged(path, schema, partitions[0], staged)
+        commit_staged(path, schema, partitions[0], staged.local())
         return True
     if len(partitions) > 1 and staging is not None and (rows is None or rows >= SPLIT_ROWS):
         frame = conform(staged_pieces(df, schema, partitions, staging), schema)

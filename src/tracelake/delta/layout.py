@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.delta.catalog import partition_predicate
 from tracelake.io.frames import union_all
-from tracelake.io.staging import write_staged
+from tracelake.io.staging import Scratch, write_staged
 from tracelake.schema import TableSchema
 
 
@@ -32,7 +30,7 @@ def with_partition_values(frame: DataFrame, schema: TableSchema, values: tuple, 
                           for c in columns])
 
 
-def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Path) -> DataFrame:
+def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Scratch) -> DataFrame:
     """`df` (the rows of one partition, conformed) staged as the table lays out its data files,
     without the partition columns, and read back with them as literals: what
     replace_partitions(staged=path) then commits as it lies (staged_commit)."""
@@ -46,7 +44,7 @@ def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Pat
 SPLIT_ROWS = 1_000_000  # below this, sorting a several-partition write costs less than staging its pieces
 
 
-def staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], staging: Path) -> DataFrame:
+def staged_pieces(df: DataFrame, schema: TableSchema, partitions: list[tuple], staging: Scratch) -> DataFrame:
     """`df`'s rows of each partition staged on their own, read back with the partition values as
     literals, and unioned. A partitioned Delta write of that union needs no sort (each piece's
     partition columns are known constants) where a write of `df` sorts all its rows first;

@@ -73,7 +73,7 @@ def prepare_table(
     flags, by_gx = row_flags(suite)
     try:
         parse = (parser or parse_delimited)(spark, files, schema)
-        parsed, held = settle(parse, parse_path(run.staging, table), lambda frame: staged_form(frame, schema, flags, by_gx))
+        parsed, held = settle(parse, parse_path(run.scratch, table), lambda frame: staged_form(frame, schema, flags, by_gx))
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix

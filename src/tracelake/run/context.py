@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from tracelake.config import Config
 from tracelake.delta.commit import Append, commit
 from tracelake.errors import TracelakeError
+from tracelake.io.staging import Scratch
 from tracelake.quality.gate import GateOutcome
 from tracelake.quality.ops import quality_rows, run_quality_rows
 from tracelake.schema import load_schema
@@ -26,7 +27,10 @@ class Run:
 
     run_id: str
     started: datetime
-    staging: Path
+    staging: Path  # this process's folder: raw files it unpacks, the progress tallies
+    # the engine's scratch Parquet: the staging folder itself, or a prefix in the lake's store
+    # when the engine's tasks share no disk with this process (run.pipeline.store_staging)
+    scratch: Scratch
     # rule results held for one commit at the run's end (flush_results), when the run collects
     # them (run_ingest); None: each table's results are committed at once
     pending: list | None = field(default=None, compare=False)
@@ -34,17 +38,19 @@ class Run:
     @classmethod
     def new(cls, config: Config) -> Run:
         """A run's identity and its staging folder, which must be a folder: this process unpacks
-        raw files there and the engine reads them (a URL, such as <lake>/_staging of an s3:// lake
-        served by a remote engine, would become a local folder named `s3:/…`; with an engine on
-        this machine such a lake stages in a local folder by default, config.local_staging_for)."""
+        raw files there. A lake at a URL needs no setting: its default staging folder is on this
+        machine (config.local_staging_for), and an engine whose tasks run elsewhere gets the
+        files and scratch it reads under `<lake>/_staging/<run id>` (run.pipeline.store_staging)."""
         if "://" in config.staging_dir:
             raise TracelakeError(
                 f"staging folder {config.staging_dir} is a URL: an ingest unpacks raw files there, so it must be "
-                "a folder this process and the engine both see (--conf staging_dir=/data/staging, deploy/README.md)"
+                "a folder on this machine; leave staging_dir unset with a lake at a URL (what the engine reads "
+                "goes to <lake>/_staging/<run id>), or give a volume the workers share (deploy/README.md)"
             )
         started = datetime.now(UTC).replace(microsecond=0)
         run_id = f"{started:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
-        return cls(run_id, started, Path(config.staging_dir) / run_id)
+        staging = Path(config.staging_dir) / run_id
+        return cls(run_id, started, staging, Scratch(str(staging)))
 
     def cleanup(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)

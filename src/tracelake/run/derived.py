@@ -22,7 +22,7 @@ def publish_derived(
     """Gate and write a derived (silver/gold) table in one commit: the whole table, or with
     `partitions` only those partitions (df holds exactly their new rows)."""
     schema = load_schema(table)
-    staged = stage_rows(config, schema, df, partitions, run.staging / f"{table}.parquet")
+    staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
     gate = run_gate(staged.frame, load_suite(table), None)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
@@ -32,7 +32,7 @@ def publish_derived(
     compare = [c.name for c in schema.columns]
     mode = Overwrite(compare) if partitions is None else ReplacePartitions(
         partitions, compare, rows=rows, fence=False,  # read back from staging: no filter below it
-        pieces=run.staging / f"{table}.pieces")
+        pieces=run.scratch / f"{table}.pieces")
     commit(spark, config, schema, staged, mode)
     record_results(spark, config, run, table, gate)
     return TableStats(table, rows, rows, 0, warning_lines(gate.results), partitions=partitions)
@@ -53,7 +53,7 @@ def rebuild_derived(
             continue
         with step(f"{item.table}: rebuilding") as note:
             if item.rebuild is not None and all(p is not None for p in inputs.values()):
-                result = item.rebuild(engine.spark, config, inputs, run.staging)
+                result = item.rebuild(engine.spark, config, inputs, run.scratch)
                 if result is None:
                     continue
                 frame, partitions = result

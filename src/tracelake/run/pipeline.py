@@ -13,7 +13,7 @@ from contextlib import nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 
-from tracelake.api.contract import Derived, Partitions, TableInput
+from tracelake.api.contract import Derived, Partitions, TableInput, scratch_bound
 from tracelake.api.source import Source
 from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config, check_store_url
@@ -22,6 +22,7 @@ from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage
+from tracelake.io.staging import Scratch
 from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
@@ -133,17 +134,19 @@ def store_staging(engine: Engine, config: Config, run: Run) -> str | None:
     return storestage.prefix_for(config.lake_root, run.run_id)
 
 
-def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path | str) -> list[TableInput]:
+def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path | str,
+            scratch: Scratch) -> list[TableInput]:
     """The plan with its files on this disk at URLs the engine reads (io/storestage.py): a copy
     of a raw object at that object's URL, anything else made or found here uploaded under
-    `prefix`; the files a parser opens in this process (TableInput.driver_reads) stay here."""
+    `prefix`; the files a parser opens in this process (TableInput.driver_reads) stay here. The
+    parsers' own scratch goes to `scratch` (api.contract.scratch_bound)."""
     roots = {staging.absolute(): prefix}
     if isinstance(raw_dir, str):
         roots[(staging / "raw").absolute()] = raw_dir
     else:
         roots[Path(raw_dir).absolute()] = f"{prefix}/raw"
-    return [item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots))
-            for item in inputs]
+    return [scratch_bound(item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots)),
+                          scratch) for item in inputs]
 
 
 def _note(note: object, **figures: object) -> None:
@@ -205,6 +208,8 @@ def run_ingest(
     step = step or (lambda label: nullcontext({}))
     stats: list[TableStats] = []
     prefix = store_staging(engine, config, run)
+    if prefix is not None:  # the engine's scratch Parquet beside the input files, in the store
+        run = replace(run, scratch=Scratch(f"{prefix}/scratch"))
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
         remove_stale_staging(config, keep=run.staging)
         if "://" in config.lake_root:
@@ -213,7 +218,7 @@ def run_ingest(
             with step(f"unpacking {source} inputs"):
                 inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores(config.lake_root))
                 if prefix is not None:
-                    inputs = _placed(inputs, prefix, run.staging, raw_dir)
+                    inputs = _placed(inputs, prefix, run.staging, raw_dir, run.scratch)
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             changed: dict[str, Partitions | None] = {}

@@ -65,7 +65,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
-from tracelake.io.staging import Checked, stage, write_staged
+from tracelake.io.staging import Checked, Scratch, stage, write_staged
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import RawFile, file_size, open_text, quoted_content, regular_file
 from tracelake.schema import TableSchema
@@ -269,7 +269,7 @@ def file_groups(files: list[dict], budget: int) -> list[list[dict]]:
     return groups
 
 
-def stage_parts(parts: list[DataFrame], path: Path) -> DataFrame:
+def stage_parts(parts: list[DataFrame], path: Scratch) -> DataFrame:
     """io.staging.stage for a frame given in parts: each part is written into one Parquet folder by
     a job of its own, one after another, and the folder is read back. With zero rows the
     schema is kept (Sail writes no file for an empty frame)."""
@@ -281,7 +281,7 @@ def stage_parts(parts: list[DataFrame], path: Path) -> DataFrame:
     return stored
 
 
-def rank_in_parts(repeated: DataFrame, header: DataFrame, cell_keys: list[str], path: Path) -> DataFrame:
+def rank_in_parts(repeated: DataFrame, header: DataFrame, cell_keys: list[str], path: Scratch) -> DataFrame:
     """unpivot.ranked_cells, staged in jobs of about RANK_ROWS cells: the ranking window sorts
     every row it is given, so the cells are split by a hash of their Time (all cells of one
     key share it) into parts ranked one after another."""
@@ -316,7 +316,7 @@ def unpivot_files(
     groups = file_groups(files, GROUP_BYTES)
     if staging is None or len(groups) == 1:
         return wide_to_long(lines, header, line_keys, cell_keys, data, LOCAL_ZONE)
-    folder = Path(staging) / f"acme-cells-{uuid.uuid4().hex[:8]}"
+    folder = Scratch(str(staging)) / f"acme-cells-{uuid.uuid4().hex[:8]}"
     repeats = find_repeats(split_lines(lines, LOCAL_ZONE), line_keys)
     if repeats.keys is None:  # too many for an IN-list: every group's job joins them, found once
         repeats = Repeats(None, stage(repeats.frame, folder / "repeated_keys"))
@@ -474,7 +474,7 @@ def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFr
     """The exact parse of only the lines whose key (unpivot.line_key of series and Time) is in
     `keys`: their cells exploded a group of files per job, ranked (rank_in_parts) and finished
     as the exact parse finishes a repeated line's cells."""
-    folder = Path(staging) / f"acme-repeats-{uuid.uuid4().hex[:8]}"
+    folder = Scratch(str(staging)) / f"acme-repeats-{uuid.uuid4().hex[:8]}"
     repeats = Repeats(keys, None)
 
     def group_cells(group: list[dict]) -> DataFrame:

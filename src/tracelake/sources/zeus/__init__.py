@@ -14,6 +14,7 @@ from tracelake.errors import TracelakeError
 if TYPE_CHECKING:
     from tracelake.api.contract import TableInput
     from tracelake.api.source import Source
+    from tracelake.io.storetree import StorePath
     from tracelake.io.text import RawFile
 
 TRAIN_FILE = "summary_train.csv"
@@ -21,15 +22,20 @@ POWER_FILE = re.compile(r"summary_power_([a-z0-9]+)\.csv")
 ALIBABA_FILE = "alibaba_groups.csv"
 
 
-def _decompressed(path: Path, staging: Path) -> Path:
-    """Spark reads no .xz: unpack it into the run's staging folder."""
+def _decompressed(path: Path | StorePath, staging: Path) -> Path | StorePath:
+    """Spark reads no .xz: unpack it into the run's staging folder, streamed from the store when
+    it lies there (its compressed bytes are read once, never copied to this disk first)."""
+    from tracelake.io import objectstore
+
     if path.suffix != ".xz":
         return path
     staging.mkdir(parents=True, exist_ok=True)
     target = staging / path.stem
+    stored = objectstore.is_url(str(path))
     try:
-        with lzma.open(path) as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+        with (objectstore.open_input(str(path)) if stored else open(path, "rb")) as raw, \
+                lzma.open(raw) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
     except lzma.LZMAError as exc:
         raise TracelakeError(f"{path.name}: not a valid .xz file ({exc})") from exc
     except EOFError:  # the stream ends before its end marker: a cut-off download
@@ -54,10 +60,11 @@ def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = 
 
 
 def read_in_place(relative: str) -> bool:
-    """Whether the engine's tasks read the raw file at `relative` at its URL (from a store it is
-    never copied): every file but an .xz one, which this process unpacks (Spark reads no .xz).
-    The plain CSVs' headers are checked by a ranged read of their start (io.text.check_header)."""
-    return not relative.endswith(".xz")
+    """Whether the raw file at `relative` is left in the store (never copied whole to this disk):
+    all of them. The engine's tasks read the plain CSVs at their URLs (their headers checked by a
+    ranged read of the start, io.text.check_header); an .xz one is streamed from its URL by this
+    process and unpacked into the run's staging (_decompressed)."""
+    return True
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from tracelake.api.contract import PartialBuild, TableInput, derived
 from tracelake.api.tables import partition_predicate, read_tables
 from tracelake.config import Config
-from tracelake.io.staging import stage
+from tracelake.io.staging import Scratch, stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import (
@@ -104,7 +104,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
     writes a few hours of evidence, however long the task has run. A table not in the lake yet,
     or laid out before start_hour_cst, is built whole."""
 
-    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple | None] | None:
+    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple | None] | None:
         paths, iterations, stored = read_tables(spark, config, PATHS, ITERATIONS, table)
         if paths is None or iterations is None:
             return None
@@ -126,7 +126,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
 
 
 def rebuild_iteration_network(
-    spark: SparkSession, config: Config, changed: dict, scratch: Path
+    spark: SparkSession, config: Config, changed: dict, scratch: Scratch
 ) -> tuple[DataFrame, tuple] | None:
     """The rows of the tasks whose evidence changed, from that evidence alone (the per-iteration
     tables), replacing those tasks' partitions. No network table is read: the cost follows the

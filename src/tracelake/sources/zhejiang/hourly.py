@@ -29,6 +29,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
+from tracelake.io.staging import Scratch
 from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
@@ -280,7 +281,7 @@ def parse_hourly(
 
 # ---------------------------------------------------------------- derived tables
 
-def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
+def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple] | None:
     """The NIC rates of the changed hours and of the stored hour after each (its first interval
     starts in the changed hour), from those hours' samples plus each NIC's last sample of the
     hour before; nothing else of the lake is read."""

@@ -37,7 +37,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
-from tracelake.io.staging import Checked, stage
+from tracelake.io.staging import Checked, Scratch, stage
 from tracelake.io.storetree import as_folder
 from tracelake.io.text import RawFile, check_header, read_lines, regular_file
 from tracelake.schema import TableSchema
@@ -242,7 +242,7 @@ def parse_port_files(
 
 # ---------------------------------------------------------------- derived
 
-def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple] | None:
+def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple] | None:
     """The rates of the changed hours, from their counters plus the carried state of the hour
     before each (for an hour this run's one pass rated, its rates with only the opening rows
     computed again: transforms/ports.rates_from_pass); and of the stored hour after each, whose
@@ -274,7 +274,7 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: P
     return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
 
 
-def carried(earlier: DataFrame, later_firsts: DataFrame, path: Path) -> DataFrame:
+def carried(earlier: DataFrame, later_firsts: DataFrame, path: Scratch) -> DataFrame:
     """carried_state of `earlier`, staged at `path`. Where a port of the hour after starts before
     its hour before ends (polls delivered again in both folders: transforms/ports.overlapping), it
     is computed again with those ports' rows from there on; otherwise that costs nothing more
@@ -283,11 +283,11 @@ def carried(earlier: DataFrame, later_firsts: DataFrame, path: Path) -> DataFram
     overlap = overlapping(later_firsts, state)
     if not overlap.limit(1).collect():
         return state
-    return stage(carried_state(earlier, overlap), Path(f"{path}-overlap"))
+    return stage(carried_state(earlier, overlap), path.beside("-overlap"))
 
 
 def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str],
-                    scratch: Path) -> tuple[list[DataFrame], list[str]]:
+                    scratch: Scratch) -> tuple[list[DataFrame], list[str]]:
     """(the new rates of the hours after changed ones whose opening rows changed, those hours).
     An hour whose stored rates do not hold a row per counter row (none yet, or a run stopped
     between the two commits) is rebuilt whole instead. The opening rows of an hour are those up

@@ -28,6 +28,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
 from tracelake.io.parse import finish
+from tracelake.io.staging import Scratch
 from tracelake.io.text import RawFile, regular_file, utf8_readable
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks, task_restarts
@@ -413,7 +414,7 @@ def _per_task(table: str, transform, new_column: str) -> Callable:
     changed, from those tasks' partitions only (every rule of the transform works within one
     task). A table not in the lake yet, or written before `new_column` was one of its columns,
     is built whole (every task's rows, in the schema's columns)."""
-    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Path) -> tuple[DataFrame, tuple | None] | None:
+    def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple | None] | None:
         events, stored = read_tables(spark, config, EVENTS_TABLE, table)
         if events is None:
             return None
