@@ -41,6 +41,8 @@ def test_port_files_are_planned_at_their_urls_and_never_copied(s3_server, s3_env
     port_files = sorted(p.relative_to(raw).as_posix() for p in (raw / "trafficinfo").glob("*/*/*.csv"))
     assert len(ports.files) == len(port_files) == 92
     assert sorted(f.path for f in ports.files) == [f"{url}/{rel}" for rel in port_files]
+    # their sizes from the listing (the step's ETA weighs by them, io.progress), as on disk
+    assert {f.name: f.size for f in ports.files} == {rel: (raw / rel).stat().st_size for rel in port_files}
     copied = staged_files(tmp_path / "run")
     assert not [rel for rel in copied if rel.count("/") == 3]  # no port file copied
     every = sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*") if p.is_file())

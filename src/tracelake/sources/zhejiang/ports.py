@@ -38,8 +38,8 @@ from tracelake.io import progress
 from tracelake.io.frames import union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, Scratch, stage
-from tracelake.io.storetree import as_folder
-from tracelake.io.text import RawFile, check_header, read_lines, regular_file
+from tracelake.io.storetree import as_folder, listed_size
+from tracelake.io.text import RawFile, check_header, file_size, read_lines, regular_file
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
@@ -98,7 +98,7 @@ def _switch_files(raw_dir: Path, hour: str, folder: Path) -> list[RawFile]:
             kind = "storage leaf" if prefix.startswith("leaf-") else "GPU leaf"
             raise TracelakeError(f"{where}: a {kind} has no port {port} (docs/formats/zhejiang.md §3.2)")
         constants = {"hour_cst": hour, "folder_device_name": device, "file_port_name": port}
-        files.append(RawFile(str(path), where, constants))
+        files.append(RawFile(str(path), where, constants, size=listed_size(path)))
     if not files:  # a copy that failed part way: the switch's hour would be missing without a word
         raise TracelakeError(f"{TRAFFIC}/{hour}/{folder.name}: a switch folder with no port files")
     return files
@@ -184,7 +184,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> 
     """The parse contract of `files` from portpass, one pass each, with the rate columns it adds
     (portpass.RATE_COLUMNS) and its marker rows (portpass.EXACT: files to parse line by line,
     which carry a parse problem so that nothing counts them as rows)."""
-    tally = progress.expect([f.path for f in files])  # the step's ETA (io.progress)
+    tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     out = _file_rows(spark, files).mapInArrow(progress.tallying(portpass.parse_files, tally), portpass.OUTPUT_DDL)
     marker = F.col(portpass.EXACT)
     no_problem = F.array().cast("array<string>")
