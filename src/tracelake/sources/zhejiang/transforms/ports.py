@@ -254,8 +254,11 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
     (carried_state of the hour before): equal to rates_of(rows, state, [hour]), computing again
     only the opening prefix of each port the state reaches (prefix_cuts) and the ports the pass
     did not rate. The hour's rows are only filtered: the join with the cuts takes the rows
-    before the latest cut of any port, a few seconds of the hour."""
+    before the latest cut of any port, a few seconds of the hour. The rows kept as the pass rated
+    them are one scan of the hour joined with the cuts: a second scan of every column for the few
+    early rows cost 0.6 s more of a full next hour's 5.5-6 s stage (measured alternately)."""
     counters = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
+    port = ["device_name", "port_name"]
     rated = rows.filter(F.col("rate_status").isNotNull())
     cuts = prefix_cuts(rated, state, **limits)
     bound = cuts.agg(F.max("_cut_us")).first()[0]
@@ -263,12 +266,12 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
     unrated = rows.filter(F.col("rate_status").isNull()).select(*counters)
     if bound is None:  # no port continues from the hour before
         late, again = rated, unrated
-    else:
-        early = F.col("rate_dt_s").isNull() | (previous_us <= F.lit(bound))
-        marked = rated.filter(early).join(F.broadcast(cuts), ["device_name", "port_name"], "left")
+    else:  # one pass over the rows for those kept as rated: a broadcast join with one cut per port
         prefix = F.col("_cut_us").isNotNull() & (F.col("rate_dt_s").isNull() | (previous_us <= F.col("_cut_us")))
-        late = rated.filter(~early).unionByName(marked.filter(~prefix).drop("_cut_us"))
-        again = marked.filter(prefix).select(*counters).unionByName(unrated)
+        late = rated.join(F.broadcast(cuts), port, "left").filter(~prefix).drop("_cut_us")
+        early = F.col("rate_dt_s").isNull() | (previous_us <= F.lit(bound))  # the prefixes lie before `bound`
+        again = rated.filter(early).select(*counters, "rate_dt_s").join(F.broadcast(cuts), port) \
+            .filter(prefix).select(*counters).unionByName(unrated)
     is_32bit = F.col("port_name") == F.lit(MGMT_PORT)
     negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
     kept = late.select(
