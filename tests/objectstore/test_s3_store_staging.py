@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -186,6 +187,24 @@ def ingest_recording(env: dict, record: Path, *args: str) -> list[dict]:
     return [json.loads(line) for line in record.read_text().splitlines()]
 
 
+@contextmanager
+def on_local_cluster(s3_server, tmp_path: Path, monkeypatch, name: str, uploads: dict[str, Path]):
+    """A new bucket holding `uploads` (key prefix -> local folder), its settings in this process's
+    environment, and a Sail local-cluster server (2 workers) on 127.0.0.1 for the test's length:
+    yields (environment, bucket, lake URL, the CLI's flags for that lake on that server)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
+    from deploykit import sail_server
+
+    bucket = s3_server.new_bucket(name)
+    for prefix, folder in uploads.items():
+        s3_server.upload(folder, bucket, prefix)
+    for key, value in s3_server.env.items():
+        monkeypatch.setenv(key, value)
+    lake = f"s3://{bucket}/lake"
+    with sail_server(tmp_path / "sail-cluster.log", workers=2) as url:
+        yield dict(os.environ), bucket, lake, ("--lake", lake, "--profile", "connect", "--connect-url", url)
+
+
 def scratch_folders(held: list[str]) -> set[str]:
     """The folders a run's scratch Parquet made under `<prefix>/scratch/` (from the prefix's listing)."""
     return {rel.split("/")[1] for rel in held if rel.startswith("scratch/") and rel.count("/") >= 2}
@@ -207,18 +226,8 @@ def test_itp_and_zhejiang_through_a_local_cluster_read_the_driver_made_files_fro
     bucket, no staging_dir: ITP's archive members go to the run's prefix and the engine reads
     them there (this disk's copies are deleted first), the Zhejiang task logs at their raw URLs;
     the counts are the local run's, and no prefix is left."""
-    itp, zhejiang = real("elasticflow"), real("zhejiang")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
-    from deploykit import sail_server
-
-    bucket = s3_server.new_bucket("remote")
-    s3_server.upload(itp, bucket, "raw/elasticflow")
-    s3_server.upload(zhejiang, bucket, "raw/cluster_2000_A100")
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    env, lake = dict(os.environ), f"s3://{bucket}/lake"
-    with sail_server(tmp_path / "sail-cluster.log", workers=2) as url:
-        connect = ("--lake", lake, "--profile", "connect", "--connect-url", url)
+    uploads = {"raw/elasticflow": real("elasticflow"), "raw/cluster_2000_A100": real("zhejiang")}
+    with on_local_cluster(s3_server, tmp_path, monkeypatch, "remote", uploads) as (env, bucket, lake, connect):
         itp_record = ingest_recording(env, tmp_path / "itp.jsonl", "itp", "--raw", f"s3://{bucket}/raw/elasticflow",
                                       *connect)
         zj_record = ingest_recording(env, tmp_path / "zj.jsonl", "zhejiang", "--raw",
@@ -265,21 +274,12 @@ def test_acme_through_a_local_cluster_stages_its_scratch_in_the_store_and_equals
 
     from tracelake.run.registry import generate
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
-    from deploykit import sail_server
-
     raw = tmp_path / "raw"
     generate("acme", raw, scale=0.01, seed=7)
     plain = raw / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"  # one series gzipped, as test_s3_lake's
     plain.with_name(plain.name + ".gz").write_bytes(gzip.compress(plain.read_bytes()))
     plain.unlink()
-    bucket = s3_server.new_bucket("remote-acme")
-    s3_server.upload(raw, bucket, "raw")
-    for key, value in s3_server.env.items():
-        monkeypatch.setenv(key, value)
-    env, lake = dict(os.environ), f"s3://{bucket}/lake"
-    with sail_server(tmp_path / "sail-cluster.log", workers=2) as url:
-        connect = ("--lake", lake, "--profile", "connect", "--connect-url", url)
+    with on_local_cluster(s3_server, tmp_path, monkeypatch, "remote-acme", {"raw": raw}) as (env, bucket, lake, connect):
         record = ingest_recording(env, tmp_path / "acme.jsonl", "acme", "--raw", f"s3://{bucket}/raw", *connect)
         on_cluster = counts(env, lake, *connect[2:])
     local = tmp_path / "lake"
