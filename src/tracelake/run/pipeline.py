@@ -145,8 +145,9 @@ def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path 
         roots[(staging / "raw").absolute()] = raw_dir
     else:
         roots[Path(raw_dir).absolute()] = f"{prefix}/raw"
-    return [scratch_bound(item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots)),
-                          scratch) for item in inputs]
+    placed = [item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots))
+              for item in inputs]
+    return [scratch_bound(item, scratch) for item in placed]
 
 
 def _note(note: object, **figures: object) -> None:

@@ -255,8 +255,9 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
     only the opening prefix of each port the state reaches (prefix_cuts) and the ports the pass
     did not rate. The hour's rows are only filtered: the join with the cuts takes the rows
     before the latest cut of any port, a few seconds of the hour. The rows kept as the pass rated
-    them are one scan of the hour joined with the cuts: a second scan of every column for the few
-    early rows cost 0.6 s more of a full next hour's 5.5-6 s stage (measured alternately)."""
+    them are one scan of the hour joined with the cuts, not a second scan of every column for the
+    few early rows (about 0.6 s of a full next hour's 5.5-6 s stage in a one-off in-process
+    experiment, not a bench/ figure)."""
     counters = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
     port = ["device_name", "port_name"]
     rated = rows.filter(F.col("rate_status").isNotNull())
