@@ -92,6 +92,9 @@ def test_stale_staging_of_a_killed_run_is_removed(tmp_path):
     raw, lake = _itp_raw(tmp_path / "raw", 2), tmp_path / "lake"
     stale = lake / "_staging" / "20240101T000000Z-deadbeef"
     (stale / "leftover").mkdir(parents=True)
+    healing = lake / "_staging" / "heal-0a1b2c3d"  # a duplicate-key heal killed midway
+    healing.mkdir()
+    (healing / "part-00000.parquet").write_bytes(b"PAR1")
     other = lake / "_staging" / "keep-me.txt"  # not a run folder: left alone
     other.write_text("x")
     done = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))

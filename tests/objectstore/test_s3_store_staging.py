@@ -135,10 +135,11 @@ def test_a_crashed_runs_prefix_is_removed_by_the_next_run(s3_server, s3_env):
     client = s3_server.client()
     older, ours = "20240101T000000Z-00000001", "20240102T000000Z-00000002"
     for key in (f"lake/_staging/{older}/raw-traces/cluster01.csv", f"lake/_staging/{ours}/a.csv",
+                "lake/_staging/heal-0a1b2c3d/part-00000.parquet",  # a duplicate-key heal killed midway
                 "lake/_staging/notes/keep.txt", "lake/bronze/itp_jobs/_delta_log/0.json"):
         client.put_object(Bucket=bucket, Key=key, Body=b"x")
     lake = f"s3://{bucket}/lake"
-    assert storestage.remove_stale(lake, keep=ours) == [older]
+    assert sorted(storestage.remove_stale(lake, keep=ours)) == [older, "heal-0a1b2c3d"]
     keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
     assert keys == ["lake/_staging/20240102T000000Z-00000002/a.csv", "lake/_staging/notes/keep.txt",
                     "lake/bronze/itp_jobs/_delta_log/0.json"]

@@ -17,7 +17,6 @@ count and row fingerprint) is not written again: an identical re-run makes no co
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -39,7 +38,7 @@ from tracelake.delta.catalog import (
 from tracelake.delta.fingerprint import changed_partitions, unchanged
 from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, staged_pieces
 from tracelake.delta.staged_files import commit_staged, commits_staged
-from tracelake.io.staging import Scratch, stage, write_staged
+from tracelake.io.staging import Scratch, heal_folder_name, stage, write_staged
 from tracelake.schema import TableSchema
 
 _view_counter = 0
@@ -226,7 +225,7 @@ def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchem
     # staging folder was given for scratch
     root = config.staging_dir if "://" not in config.lake_root or config.raw.get("staging_dir") else \
         f"{config.lake_root}/_staging"
-    staged = Scratch(root) / f"heal-{uuid.uuid4().hex[:8]}"
+    staged = Scratch(root) / heal_folder_name()
     write_staged(target.dropDuplicates(keys), staged)  # read it all before replacing it
     healed = spark.read.parquet(str(staged))
     writer = _fenced(healed, schema).write.format("delta").mode("overwrite")

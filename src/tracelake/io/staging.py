@@ -3,7 +3,9 @@ counts, the gate and the commit read stored rows instead of recomputing them."""
 
 from __future__ import annotations
 
+import re
 import shutil
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +70,15 @@ class Checked:
     # a row the rule's query could return; when the parse held whole and no row is true, the
     # gate records the rule as passed without running its query
     verified: Mapping[str, str] = field(default_factory=dict)
+
+
+HEAL_FOLDER = re.compile(r"heal-[0-9a-f]{8}")  # the scratch of a duplicate-key heal (delta.commit)
+
+
+def heal_folder_name() -> str:
+    """A new heal's scratch folder name. Heals run under the lake's write lock, so one that a
+    killed run left is found by the next run's sweep of stale staging, which matches HEAL_FOLDER."""
+    return f"heal-{uuid.uuid4().hex[:8]}"
 
 
 def parse_path(scratch: Scratch, table: str) -> Scratch:

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
+from tracelake.io.staging import HEAL_FOLDER
 from tracelake.io.text import RawFile
 
 FOLDER = "_staging"
@@ -81,11 +82,13 @@ def remove(prefix: str) -> None:
 
 
 def remove_stale(lake_root: str, keep: str) -> list[str]:
-    """Run prefixes under `<lake>/_staging` other than `keep` (a run id): runs killed before
-    their cleanup. Called while the lake's write lock is held, so no other run is using them."""
+    """Run prefixes under `<lake>/_staging` other than `keep` (a run id), and heal folders
+    (io.staging.HEAL_FOLDER): left by runs killed before their cleanup. Called while the lake's
+    write lock is held, so no other run is using them."""
     folder = f"{lake_root.rstrip('/')}/{FOLDER}"
     try:
-        stale = [name for name in objectstore.list_dirs(folder) if RUN_PREFIX.fullmatch(name) and name != keep]
+        stale = [name for name in objectstore.list_dirs(folder)
+                 if (RUN_PREFIX.fullmatch(name) or HEAL_FOLDER.fullmatch(name)) and name != keep]
     except TracelakeError:
         return []
     for name in stale:

@@ -22,7 +22,7 @@ from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage
-from tracelake.io.staging import Scratch
+from tracelake.io.staging import HEAL_FOLDER, Scratch
 from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
@@ -55,7 +55,8 @@ SHARED_STAGING_STALE_S = 6 * 3600  # a staging folder shared by several lakes: o
 
 
 def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
-    """Staging folders of earlier runs that were killed before their cleanup. Called while the
+    """Staging folders of earlier runs, and heal folders (io.staging.HEAL_FOLDER), that runs
+    killed before their cleanup left. Called while the
     lake's write lock is held, so in the lake's own staging folder no other run can be using
     them; in a staging folder set apart (staging_dir), only runs older than a few hours go."""
     root = Path(config.staging_dir)
@@ -65,7 +66,7 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     now = time.time()
     stale = [
         p for p in root.iterdir()
-        if p != keep and RUN_FOLDER.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
+        if p != keep and (RUN_FOLDER.fullmatch(p.name) or HEAL_FOLDER.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()
         and (own or now - p.stat().st_mtime > SHARED_STAGING_STALE_S)
     ]
     for path in stale:
