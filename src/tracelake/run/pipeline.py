@@ -55,10 +55,10 @@ SHARED_STAGING_STALE_S = 6 * 3600  # a staging folder shared by several lakes: o
 
 
 def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
-    """Staging folders of earlier runs, and heal folders (io.staging.HEAL_FOLDER), that runs
-    killed before their cleanup left. Called while the
-    lake's write lock is held, so in the lake's own staging folder no other run can be using
-    them; in a staging folder set apart (staging_dir), only runs older than a few hours go."""
+    """Staging folders of earlier runs, and heal folders (io.staging.HEAL_FOLDER), left by runs
+    killed before their cleanup. Called while the lake's write lock is held, so in the lake's own
+    staging folder no other run can be using them; in a staging folder set apart (staging_dir),
+    only those older than a few hours go."""
     root = Path(config.staging_dir)
     if not root.is_dir():
         return []
