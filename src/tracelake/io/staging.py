@@ -72,12 +72,14 @@ class Checked:
     verified: Mapping[str, str] = field(default_factory=dict)
 
 
-HEAL_FOLDER = re.compile(r"heal-[0-9a-f]{8}")  # the scratch of a duplicate-key heal (delta.commit)
+# what a killed run can leave in a staging folder: a run's own folder (context.Run's run ids) or
+# the scratch of a duplicate-key heal (delta.commit, heal_folder_name)
+LEFT_BEHIND = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}|heal-[0-9a-f]{8}")
 
 
 def heal_folder_name() -> str:
     """A new heal's scratch folder name. Heals run under the lake's write lock, so one that a
-    killed run left is found by the next run's sweep of stale staging, which matches HEAL_FOLDER."""
+    killed run left is found by the next run's sweep of stale staging (LEFT_BEHIND)."""
     return f"heal-{uuid.uuid4().hex[:8]}"
 
 

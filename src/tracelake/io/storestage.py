@@ -13,7 +13,6 @@ run's by the next run on the lake (`remove_stale`, under the lake's write lock).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -22,11 +21,10 @@ import pyarrow as pa
 
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
-from tracelake.io.staging import HEAL_FOLDER
+from tracelake.io.staging import LEFT_BEHIND
 from tracelake.io.text import RawFile
 
 FOLDER = "_staging"
-RUN_PREFIX = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")  # context.Run's run ids
 
 
 def prefix_for(lake_root: str, run_id: str) -> str:
@@ -83,12 +81,11 @@ def remove(prefix: str) -> None:
 
 def remove_stale(lake_root: str, keep: str) -> list[str]:
     """Run prefixes under `<lake>/_staging` other than `keep` (a run id), and heal folders
-    (io.staging.HEAL_FOLDER): left by runs killed before their cleanup. Called while the lake's
+    (io.staging.LEFT_BEHIND): left by runs killed before their cleanup. Called while the lake's
     write lock is held, so no other run is using them."""
     folder = f"{lake_root.rstrip('/')}/{FOLDER}"
     try:
-        stale = [name for name in objectstore.list_dirs(folder)
-                 if (RUN_PREFIX.fullmatch(name) or HEAL_FOLDER.fullmatch(name)) and name != keep]
+        stale = [name for name in objectstore.list_dirs(folder) if LEFT_BEHIND.fullmatch(name) and name != keep]
     except TracelakeError:
         return []
     for name in stale:

@@ -4,7 +4,6 @@ rebuild its derived tables. Shared by the CLI, jobs/ scripts, Airflow and notebo
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 import time
@@ -22,7 +21,7 @@ from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage
-from tracelake.io.staging import HEAL_FOLDER, Scratch
+from tracelake.io.staging import LEFT_BEHIND, Scratch
 from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import commit_table, prepare_table
@@ -50,12 +49,11 @@ def raw_dir_for(config: Config, source: str, raw: str | None) -> Path | str:
     return path
 
 
-RUN_FOLDER = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")  # Run.new's run ids
 SHARED_STAGING_STALE_S = 6 * 3600  # a staging folder shared by several lakes: older runs only
 
 
 def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
-    """Staging folders of earlier runs, and heal folders (io.staging.HEAL_FOLDER), left by runs
+    """Staging folders of earlier runs, and heal folders (io.staging.LEFT_BEHIND), left by runs
     killed before their cleanup. Called while the lake's write lock is held, so in the lake's own
     staging folder no other run can be using them; in a staging folder set apart (staging_dir),
     only those older than a few hours go."""
@@ -66,7 +64,7 @@ def remove_stale_staging(config: Config, keep: Path) -> list[Path]:
     now = time.time()
     stale = [
         p for p in root.iterdir()
-        if p != keep and (RUN_FOLDER.fullmatch(p.name) or HEAL_FOLDER.fullmatch(p.name)) and p.is_dir() and not p.is_symlink()
+        if p != keep and LEFT_BEHIND.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
         and (own or now - p.stat().st_mtime > SHARED_STAGING_STALE_S)
     ]
     for path in stale:
