@@ -18,10 +18,11 @@ from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.delta.catalog import keys_stored_elsewhere
-from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, commit
+from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
+from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
-from tracelake.io.staging import Checked, parse_path, settle
+from tracelake.io.staging import Checked, Scratch, parse_path, settle
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
@@ -56,6 +57,9 @@ class PreparedTable:
     parse_failed: int
     known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
     repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEAT_COPY): neither kept nor set aside
+    # where the parse is staged, when its files hold exactly the rows to keep (a fast parse that
+    # held whole, no row failed or repeated): the table may then commit those files (_as_staged)
+    staged: Scratch | None = None
 
 
 def prepare_table(
@@ -71,9 +75,13 @@ def prepare_table(
     schema = load_schema(table)
     suite = load_suite(table)
     flags, by_gx = row_flags(suite)
+    path = parse_path(run.scratch, table)
+
+    def project(frame: DataFrame) -> DataFrame:  # with the lineage: the files can then be the table's (_as_staged)
+        return staged_form(frame, schema, flags, by_gx).select("*", *lineage_of(run))
     try:
         parse = (parser or parse_delimited)(spark, files, schema)
-        parsed, held = settle(parse, parse_path(run.scratch, table), lambda frame: staged_form(frame, schema, flags, by_gx))
+        parsed, held = settle(parse, path, project)
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix
@@ -91,6 +99,7 @@ def prepare_table(
         *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
     rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
     cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
+    whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
     if repeated:  # re-delivered copies: one of each is kept, the others only counted
         good = parsed.filter(~failed & ~repeat)
     else:
@@ -112,7 +121,33 @@ def prepare_table(
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
     return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known,
-                         repeated)
+                         repeated, path if whole and not parse_failed and not repeated else None)
+
+
+def lineage_of(run: Run) -> list[Column]:
+    """The lineage columns a run gives every row it writes to bronze."""
+    return [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
+
+
+def _as_staged(config: Config, prepared: PreparedTable, rows: DataFrame,
+               partitions: tuple[tuple, ...]) -> DataFrame | StagedRows:
+    """`rows` (the kept rows with lineage), as the parse's staged files when the commit can take
+    those as they lie: one partition of a lake on this machine (staged_files.commits_staged), every
+    staged row kept (prepared.staged), none set aside by the gate, and the staged columns typed as
+    the table's. The table's data files are then the staging's own, and carry its other columns
+    too (the parse's flags, and values a parser computed in the same pass, e.g. the port rates):
+    a Delta reader reads a file by the table's schema, so no reader sees them. Measured on a full
+    Zhejiang hour (11.3 M rows): the engine's write of bronze.zj_port_counters took 3.9 s of the
+    ingest's 20.7 s in process."""
+    staged, known = prepared.staged, prepared.known
+    if staged is None or known is None or known[1] or prepared.gate.sets_rows_aside \
+            or not commits_staged(config, prepared.schema, list(partitions)):
+        return rows
+    types = {f.name: f.dataType for f in prepared.good.schema.fields}
+    wanted = {f.name: f.dataType for f in prepared.schema.spark_schema().fields}
+    if any(types.get(name) != kind for name, kind in wanted.items()):
+        return rows
+    return StagedRows(rows, staged)
 
 
 def _files_of(rows: DataFrame, most: int = 3) -> list[str]:
@@ -128,7 +163,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
     kept, set_aside = split_by_gate(spark, prepared.good, gate)
     partitions = file_partitions(files, schema)
     q_schema = quarantine_of(schema)
-    lineage = [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
+    lineage = lineage_of(run)
     q_cols = [*q_schema.partition_by, "source_file", "raw_line", "raw_values_json"]
     quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
         set_aside.select(*q_cols, "reasons", *lineage)
@@ -147,7 +182,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         q_rows = None if flagged is None else prepared.parse_failed + flagged
         commit(spark, config, q_schema, quarantine, ReplacePartitions(
             partitions, compare=[*q_cols, "reasons"], rows=q_rows, checked=True))
-        commit(spark, config, schema, rows, ReplacePartitions(
+        commit(spark, config, schema, _as_staged(config, prepared, rows, partitions), ReplacePartitions(
             partitions, compare=[*data_cols, "source_file"], rows=clean, checked=True, fence=prepared.parse_failed > 0))
     record_results(spark, config, run, prepared.table, gate)
 

@@ -23,6 +23,7 @@ from tracelake.run import pipeline
 from tracelake.run.context import Run
 from tracelake.run.derived import publish_derived
 from tracelake.run.pipeline import run_ingest
+from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
@@ -221,6 +222,34 @@ def test_an_hours_rates_are_committed_from_their_staged_files_and_equal_the_engi
         assert _table(spark, cfg, "silver", "zj_port_rates").count() == 0
 
 
+def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine, spark, config, tmp_path):
+    """On the local profile a clean hour's bronze partition is the files the one pass staged for
+    the gate, linked into the table (no second write of the hour). Those files also hold the
+    pass's rates and flags; the table reads exactly its schema's columns, equal to the exact
+    parse of the same files with the run's lineage."""
+    raw = _hour(tmp_path, HOURS[0], seed=12)
+    [stats] = [s for s in run_ingest(engine, config, "zhejiang", str(raw)) if s.table == ports.TABLE]
+    path = config.table_path("bronze", "zj_port_counters")
+    table = DeltaTable(path)
+    added = [json.loads(line)["add"] for line in (Path(path) / "_delta_log" / f"{table.version():020d}.json").open()
+             if '"add"' in line]
+    assert added and all(a["path"].endswith("-staged.parquet") for a in added)
+    stored = _table(spark, config, "bronze", "zj_port_counters")
+    schema = load_schema(ports.TABLE)
+    assert sorted(stored.columns) == sorted(c.name for c in schema.columns)
+    import pyarrow.parquet as pq
+    extra = set(pq.read_schema(str(Path(path) / added[0]["path"])).names) - set(stored.columns)
+    assert {"rate_status", "rate_in_bps", "_parse_errors"} <= extra
+    exact = ports.parse_port_files(spark, ports.find_port_files(raw), schema)
+    data = [c.name for c in schema.data_columns]
+    assertDataFrameEqual(stored.select(*data, "source_file"), exact.select(*data, "source_file"))
+    lineage = stored.select("ingest_run_id", "ingest_ts").distinct().collect()
+    assert len(lineage) == 1 and lineage[0].ingest_ts is not None
+    assert stats.rows_kept == stored.count() == _data_lines(raw)
+    runs = _table(spark, config, "ops", "quality_results").select("run_id").distinct().collect()
+    assert lineage[0].ingest_run_id in {r.run_id for r in runs}
+
+
 def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tmp_path):
     raw = _hour(tmp_path, HOURS[0], seed=7)
     run_ingest(engine, config, "zhejiang", str(raw))
@@ -280,31 +309,42 @@ def test_a_bad_hour_after_good_ones_names_both_failures_when_the_derived_rebuild
 @pytest.mark.e2e
 def test_cli_hours_and_maintain_compact_and_vacuum(tmp_path):
     """As a scheduler runs it: one `ingest --hours` per hour and a retry of a changed hour, then
-    `maintain --optimize --vacuum`. An hour's commit writes its partition in one stream (one
-    file at this size): the retry's replaced file is what the vacuum removes, and the table that
-    gets an append per run (ops.quality_results) is what the compaction brings down to one file."""
+    `maintain --optimize --vacuum`. An hour's commit takes the files its parse staged (one per
+    engine task): the retry's replaced files are what the vacuum removes, the compaction brings
+    each hour down to one file, and the table that gets an append per run (ops.quality_results)
+    down to one file too."""
+    from deltalake import DeltaTable
+
     raw, lake = tmp_path / "raw", tmp_path / "lake"
     for i, hour in enumerate(HOURS):
         write_port_hour(raw, hour, CHOSEN, _load(0.2), seed=80 + i)
     for hour in HOURS:
         done = tracelake("ingest", "zhejiang", "--raw", str(raw), "--hours", hour, "--lake", str(lake))
         assert done.returncode == 0, done.stderr
+    path = lake / "bronze" / "zj_port_counters"
+    replaced = [f for f in DeltaTable(str(path)).file_uris() if f"/hour_cst={HOURS[0]}/" in f]
     changed = sorted((raw / "trafficinfo" / HOURS[0]).rglob("*.csv"))[0]
     changed.write_text("".join(changed.read_text(encoding="utf-8").splitlines(keepends=True)[:-1]), encoding="utf-8")
     done = tracelake("ingest", "zhejiang", "--raw", str(raw), "--hours", HOURS[0], "--lake", str(lake))
     assert done.returncode == 0, done.stderr
     table = "bronze.zj_port_counters"
+    live = DeltaTable(str(path)).file_uris()
+    assert len(live) >= len(HOURS) and not set(replaced) & set(live)
     before = rows(tracelake("maintain", table, "--lake", str(lake)).stdout)
     assert before[0] == ["table", "version", "last_operation", "files_before", "files_after"]
-    assert before[1] == [table, "4", "WRITE", str(len(HOURS)), str(len(HOURS))]  # create + 3 hours + the retry
-    on_disk = list((lake / "bronze" / "zj_port_counters").rglob("*.parquet"))
-    assert len(on_disk) == len(HOURS) + 1  # the retry's replaced file is still there
+    assert before[1] == [table, "4", "WRITE", str(len(live)), str(len(live))]  # create + 3 hours + the retry
+    on_disk = list(path.rglob("*.parquet"))
+    assert len(on_disk) == len(live) + len(replaced)  # the retry's replaced files are still there
     done = tracelake("maintain", table, "--optimize", "--vacuum", "--retain-hours", "0", "--lake", str(lake))
     assert done.returncode == 0, done.stderr
     after = rows(done.stdout)[1]
-    assert after == [table, "6", "VACUUM END", str(len(HOURS)), str(len(HOURS))]  # VACUUM START, VACUUM END
-    on_disk = list((lake / "bronze" / "zj_port_counters").rglob("*.parquet"))
-    assert len(on_disk) == len(HOURS)  # the vacuum removed the replaced file
+    compacted = len(live) > len(HOURS)  # an OPTIMIZE commit, then VACUUM START and VACUUM END
+    assert after == [table, "7" if compacted else "6", "VACUUM END", str(len(live)), str(len(HOURS))]
+    on_disk = list(path.rglob("*.parquet"))
+    assert len(on_disk) == len(HOURS)  # one file an hour: the vacuum removed every other
+    import pyarrow.parquet as pq
+    kept = {c.name for c in load_schema(table).columns} - {"hour_cst"}
+    assert all(set(pq.read_schema(f).names) == kept for f in on_disk)  # compacted without the pass's columns
     ops = rows(tracelake("maintain", "ops.quality_results", "--optimize", "--lake", str(lake)).stdout)[1]
     assert ops[2] == "OPTIMIZE" and int(ops[3]) >= 4 and ops[4] == "1"  # an append per run, compacted to one
     counts = tracelake("query", f"SELECT hour_cst, count(*) AS n FROM {table} GROUP BY hour_cst ORDER BY hour_cst",
@@ -332,6 +372,9 @@ def test_an_hour_with_a_tenth_of_its_rows_bad_reconciles(engine, spark, config, 
     reasons = quarantine.groupBy(F.col("reasons").cast("string").alias("r")).count().collect()
     assert [(r.r, r["count"]) for r in reasons] == [("[device_matches_folder]", bad)]
     assert _table(spark, config, "bronze", "zj_port_counters").count() == total - bad
+    # rows were set aside, so the staged files are not the table's: the engine wrote the kept rows
+    bronze = DeltaTable(config.table_path("bronze", "zj_port_counters")).file_uris()
+    assert bronze and not any(f.endswith("-staged.parquet") for f in bronze)
     # each set-aside row keeps its line as delivered (kept only for flagged rows when staged)
     lines = {line for path in raw.rglob("*.csv") for line in path.read_text(encoding="utf-8").splitlines()}
     stored = [r.raw_line for r in quarantine.select("raw_line").collect()]
