@@ -57,6 +57,15 @@ def scratch_bound(item: TableInput, scratch: Scratch) -> TableInput:
     return item
 
 
+def lake_bound(parser: Parser | None, config: Config) -> Parser | None:
+    """`parser` given the lake it ingests into, when its plan left the keyword `config` as None
+    for that: a parser that continues from what the lake holds (the port pass, from the stored
+    hour before its files' hour)."""
+    if isinstance(parser, partial) and "config" in parser.keywords and parser.keywords["config"] is None:
+        return partial(parser, config=config)
+    return parser
+
+
 @dataclass(frozen=True)
 class Derived:
     """A silver/gold table rebuilt when any of `inputs` changed; `build` returns None while

@@ -11,13 +11,15 @@ from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.delta.catalog import partition_predicate, read_tables
+from tracelake.delta.commit import StagedBeside
 from tracelake.delta.fingerprint import changed_groups
+from tracelake.io import objectstore
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
-from tracelake.io.staging import Scratch, exact_path, parse_path
+from tracelake.io.staging import Scratch, apart_folder, exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
 
-__all__ = ["changed_groups", "partition_predicate", "read_tables", "staged_parse"]
+__all__ = ["StagedBeside", "changed_groups", "partition_predicate", "read_tables", "staged_clean", "staged_parse"]
 
 
 def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame | None:
@@ -40,6 +42,25 @@ def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame
     if REPEAT_COPY in rows.columns:  # an exact re-delivery is counted, not kept
         kept = kept & ~F.coalesce(F.col(REPEAT_COPY), F.lit(False))
     return rows.filter(kept)
+
+
+def staged_clean(spark: SparkSession, scratch: Scratch, table: str) -> Scratch | None:
+    """The folder of this run's staged parse of `table` that holds the rows a parser did not set
+    apart (io.staging.Checked.apart), when every row there was kept (no parse problem, no rule's
+    flag, no repeated copy) and nothing was parsed line by line beside it: files a derived table
+    can take as they lie. None otherwise, or for a scratch behind a URL."""
+    path = parse_path(scratch, table)
+    folder = apart_folder(path, False)
+    flags, by_gx = row_flags(load_suite(table))
+    if by_gx or objectstore.is_url(str(path)) or exact_path(path).exists() or not folder.exists():
+        return None
+    rows = spark.read.parquet(str(folder))
+    unkept = F.size(F.col(PARSE_ERRORS)) > 0
+    for name in flags:
+        unkept = unkept | F.col(name)
+    if REPEAT_COPY in rows.columns:
+        unkept = unkept | F.coalesce(F.col(REPEAT_COPY), F.lit(False))
+    return None if rows.filter(unkept).limit(1).collect() else folder
 
 
 INPUTS_RECORD = "_inputs.json"  # in the lake: each bronze table's last raw folder, and whether it was generated

@@ -36,8 +36,9 @@ from tracelake.delta.catalog import (
     table_exists,
 )
 from tracelake.delta.fingerprint import changed_partitions, unchanged
-from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, staged_pieces
+from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, stage_partition_beside, staged_pieces
 from tracelake.delta.staged_files import commit_staged, commits_staged
+from tracelake.io import objectstore
 from tracelake.io.staging import Scratch, heal_folder_name, stage, write_staged
 from tracelake.schema import TableSchema
 
@@ -103,12 +104,32 @@ class StagedRows:
     files: Scratch | None = None
 
 
-def stage_rows(config: Config, schema: TableSchema, df: DataFrame, partitions: Sequence[tuple] | None,
+@dataclass(frozen=True)
+class StagedBeside:
+    """A derived partition's rows, most of them already staged in the run: the Parquet files
+    under `files` (rows of the partition by the table's column names, maybe with more columns)
+    plus `rows` computed now (None: none). `whole` is all of them as one frame, for a commit that
+    cannot take files (another profile, a lake behind a URL)."""
+
+    files: Scratch
+    rows: DataFrame | None
+    whole: DataFrame
+
+
+def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside, partitions: Sequence[tuple] | None,
                path: Scratch) -> StagedRows:
     """`df` conformed to the table and staged once at `path`, so the gate and the commit read
     the same stored rows. Where the commit can take the staged files themselves (one partition
     of a lake on this machine, staged_files.commits_staged), they are staged in the table's
-    layout; otherwise as plain scratch Parquet."""
+    layout (a StagedBeside's files linked there as they lie, its own rows written beside them);
+    otherwise as plain scratch Parquet."""
+    if isinstance(df, StagedBeside):
+        if commits_staged(config, schema, list(partitions or ())) and not objectstore.is_url(str(df.files)):
+            own = None if df.rows is None else conform(df.rows, schema)
+            frame = stage_partition_beside(df.whole.sparkSession, own, df.files, schema, partitions[0], path)
+            if frame is not None:
+                return StagedRows(frame, path)
+        df = df.whole
     rows = conform(df, schema)
     if commits_staged(config, schema, list(partitions or ())):
         return StagedRows(stage_partition(rows, schema, partitions[0], path), path)

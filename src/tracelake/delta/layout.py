@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from tracelake.delta.catalog import partition_predicate
 from tracelake.io.frames import union_all
@@ -38,6 +39,26 @@ def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Scr
     stored = df.sparkSession.read.parquet(str(path))
     if not stored.columns:  # zero rows: Sail writes no file
         return df.sparkSession.createDataFrame([], schema.spark_schema())
+    return with_partition_values(stored, schema, values, [c.name for c in schema.columns])
+
+
+def stage_partition_beside(spark: SparkSession, df: DataFrame | None, files: Scratch, schema: TableSchema,
+                           values: tuple, path: Scratch) -> DataFrame | None:
+    """stage_partition of `df` (None: no rows of its own) with the Parquet files under `files`
+    linked beside them: rows of the partition staged earlier, whose columns the table names (they
+    may hold more, which no reader of the table sees). None when those columns are not typed as
+    the table's: the caller then writes the rows itself."""
+    from tracelake.delta.staged_files import link_beside  # the local file moves live there
+
+    data = [c for c in schema.spark_schema().fields if c.name not in schema.partition_by]
+    found = {f.name: f.dataType for f in spark.read.parquet(str(files)).schema.fields}
+    if any(found.get(f.name) != f.dataType for f in data):
+        return None
+    path.remove()  # an earlier batch's, in the same run
+    if df is not None:
+        write_staged(df.drop(*schema.partition_by), path)
+    link_beside(files.local(), path.local())
+    stored = spark.read.schema(StructType(data)).parquet(str(path))
     return with_partition_values(stored, schema, values, [c.name for c in schema.columns])
 
 

@@ -53,9 +53,18 @@ def _link_or_copy(staged: Path, target: Path) -> None:
         shutil.copyfile(staged, target)
 
 
+def link_beside(files: Path, folder: Path) -> None:
+    """The Parquet files under `files` made to lie in `folder` too (_link_or_copy), under names of
+    their own: staged rows that a second table takes as they are (the port pass's rates)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for staged in sorted(files.rglob("*.parquet")):
+        _link_or_copy(staged, folder / f"part-{uuid.uuid4().hex}-beside.parquet")
+
+
 def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Path) -> None:
-    """Make the partition hold exactly the Parquet files under `path` (layout.stage_partition's), in
-    one commit; the table must exist."""
+    """Make the partition hold exactly the Parquet files under `path` (layout.stage_partition's,
+    or a parse's, whose sub-folders io.staging.write_staged's `apart` made), in one commit; the
+    table must exist."""
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
     from deltalake.transaction import AddAction
@@ -64,7 +73,7 @@ def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Pat
     folder = "/".join(f"{c}={v}" for c, v in partition.items())
     (Path(table_path) / folder).mkdir(parents=True, exist_ok=True)
     actions = []
-    for staged in sorted(Path(path).glob("*.parquet")):
+    for staged in sorted(Path(path).rglob("*.parquet")):
         relative = f"{folder}/part-{uuid.uuid4().hex}-staged.parquet"
         target = Path(table_path) / relative
         _link_or_copy(staged, target)

@@ -16,6 +16,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import lake_bound
 from tracelake.config import Config
 from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
@@ -80,7 +81,7 @@ def prepare_table(
     def project(frame: DataFrame) -> DataFrame:  # with the lineage: the files can then be the table's (_as_staged)
         return staged_form(frame, schema, flags, by_gx).select("*", *lineage_of(run))
     try:
-        parse = (parser or parse_delimited)(spark, files, schema)
+        parse = (lake_bound(parser, config) or parse_delimited)(spark, files, schema)
         parsed, held = settle(parse, path, project)
     except TracelakeError:
         raise

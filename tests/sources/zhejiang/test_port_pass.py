@@ -12,7 +12,13 @@ from pyspark.testing import assertDataFrameEqual
 
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates, rates_from_pass, rates_of
+from tracelake.sources.zhejiang.transforms.ports import (
+    carried_state,
+    first_instants,
+    port_rates,
+    rates_from_pass,
+    rates_of,
+)
 
 DEVICE = "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825"
 PORTS = (MGMT_PORT, "TwoHundredGigE1/0/3:1", "FourHundredGigE1/0/40")
@@ -48,15 +54,16 @@ def _frame(spark, rows: list[tuple]):
                         *COUNTERS)
 
 
-def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.ndarray]]]):
-    """The rows as the one pass stages them: counters plus its standalone rate columns."""
+def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.ndarray]]], state: dict | None = None):
+    """The rows as the one pass stages them: counters plus its rate columns (standalone, or
+    continuing from `state`: portpass.state_of the hour before)."""
     tables = []
     for port, (ms, counts) in series.items():
         raw = pa.table({"SaveTime": ["x"] * len(ms), "SaveTimeUTC": ms, "DeviceName": [DEVICE] * len(ms),
                         "PortName": [port] * len(ms), **{k: c for k, c in zip(portpass.COUNTERS, counts)},
                         "InRatio": np.zeros(len(ms)), "OutRatio": np.zeros(len(ms))})
         tables.append(portpass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
-                                                "source_file": port}))
+                                                "source_file": port}, (state or {}).get((DEVICE, port))))
     table = pa.concat_tables(tables)
     ddl = ", ".join(f"`{f.name}` {portpass.SPARK_TYPES[f.type]}" for f in table.schema)
     return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
@@ -72,11 +79,8 @@ def test_the_pass_rates_an_hour_alone_as_the_window_does(spark, seed):
     statuses = {r[0] for r in expected.select("status").distinct().collect()}
     assert statuses >= {"first", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter"}
     assertDataFrameEqual(
-        got.select("hour_cst", "device_name", "port_name", "save_time_utc",
-                   *[F.col(v).alias(k) for k, v in {"status": "rate_status", "interval_start_utc": "rate_interval_start_utc",
-                                                     "interval_s": "rate_interval_s", "dt_s": "rate_dt_s",
-                                                     "in_bytes_per_s": "rate_in_bps", "out_bytes_per_s": "rate_out_bps",
-                                                     "in_util": "rate_in_util", "out_util": "rate_out_util"}.items()]),
+        got.select("hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc",
+                   "interval_s", "dt_s", "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util"),
         expected.select("hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc",
                         "interval_s", "dt_s", "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util"))
 
@@ -113,13 +117,59 @@ def test_the_hour_after_continues_from_the_carried_state_as_the_window_does(spar
         assertDataFrameEqual(got.select(*SILVER), whole.select(*SILVER))
 
 
+def _hours_around(rng: np.random.Generator, seed: int) -> tuple[dict, dict]:
+    """Two hours of every port: the second starts with re-delivered polls of the first's last
+    seconds (seed % 3 == 0), right after it, or after a gap, and may open with zeros."""
+    before, after = {}, {}
+    for port in PORTS:
+        ms0, c0 = _series(rng, 1_716_480_000_000, 300, port)
+        start = int(ms0[-8]) if seed % 3 == 0 else int(ms0[-1]) + (700 if seed % 3 == 1 else 9_000)
+        ms1, c1 = _series(rng, start, 300, port)
+        if seed % 2:
+            for c in c1:
+                c[:12] = 0
+        before[port], after[port] = (ms0, c0), (ms1, c1)
+    return before, after
+
+
+@pytest.mark.portable
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pass_rates_on_from_the_carried_state_as_the_window_does_or_sets_the_file_apart(spark, seed):
+    """Given the carried state of the hour before (portpass.state_of of carried_state's rows),
+    the pass rates a port's file as the window rates both hours, and marks it RERATE only when
+    it cannot: its polls overlap the hour before, or it is the management port and its 32-bit
+    counters wrapped (silver's counts differ from the delivered ones)."""
+    rng = np.random.default_rng(200 + seed)
+    before, after = _hours_around(rng, seed)
+    earlier = _frame(spark, [r for p, (ms, c) in before.items() for r in _rows("2024052400", p, ms, c)])
+    carried = carried_state(earlier).select("device_name", "port_name", F.unix_millis("save_time_utc"), "in_pkts")
+    state = portpass.state_of([tuple(r) for r in carried.collect()])
+    assert sorted(state) == [(DEVICE, p) for p in sorted(PORTS)] and all(len(v[0]) in (2, 3) for v in state.values())
+    got = _pass_rows(spark, "2024052401", after, state)
+    apart = {r[0] for r in got.filter(F.col(portpass.RERATE)).select("port_name").distinct().collect()}
+    overlapping = {p for p in PORTS if after[p][0][0] <= before[p][0][-1]}
+    assert apart == overlapping | {MGMT_PORT}  # _series wraps the management port's counts
+    assert len(overlapping) == (0 if seed % 3 else {0: 2, 3: 3}[seed])
+    later = _frame(spark, [r for p, (ms, c) in after.items() for r in _rows("2024052401", p, ms, c)])
+    whole = port_rates(earlier.unionByName(later)).filter(F.col("hour_cst") == "2024052401")
+    kept = [p for p in PORTS if p not in apart]
+    columns = [c for c in SILVER if c not in COUNTERS]  # a kept file's counts are silver's too: no wrap
+    assertDataFrameEqual(got.filter(F.col("port_name").isin(kept)).select(*SILVER),
+                         whole.filter(F.col("port_name").isin(kept)).select(*SILVER))
+    again = rates_from_pass(got.filter(F.col(portpass.RERATE)), carried_state(earlier, first_instants(
+        later, {"2024052401": "2024052400"})), "2024052401")
+    expected = rates_of(later, carried_state(earlier, first_instants(later, {"2024052401": "2024052400"})),
+                        ["2024052401"]).filter(F.col("port_name").isin(sorted(apart)))
+    assertDataFrameEqual(again.select(*columns, *COUNTERS), expected.select(*columns, *COUNTERS))
+
+
 @pytest.mark.portable
 def test_files_the_pass_did_not_rate_are_rated_by_the_window(spark):
     """Rows of a file parsed line by line carry no pass rates: their port is rated whole."""
     rng = np.random.default_rng(7)
     series = {port: _series(rng, 1_716_480_000_000, 200, port) for port in PORTS}
     passed = _pass_rows(spark, "2024052400", series)
-    unrated = passed.withColumn("rate_status", F.when(F.col("port_name") != MGMT_PORT, F.col("rate_status")))
+    unrated = passed.withColumn("status", F.when(F.col("port_name") != MGMT_PORT, F.col("status")))
     state = _frame(spark, [("2024052323", DEVICE, p, 1_716_479_999_000, 5, 5, 5, 5) for p in PORTS])
     got = rates_from_pass(unrated, carried_state(state), "2024052400")
     expected = rates_of(_frame(spark, [r for p, (ms, c) in series.items() for r in _rows("2024052400", p, ms, c)]),

@@ -15,9 +15,14 @@ check yields a single marker row (`EXACT` true) and no data: ports.parse_port_fi
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
 
-Rates (transforms/ports.port_rates' rules, vectorised): the file is rated as if its hour were
-the whole history (its first row `first`). Only rows near the hour's start can depend on the
-hour before; ports.rebuild_rates recomputes those from the carried state (transforms/ports.prefix_cuts).
+Rates (transforms/ports.port_rates' rules, vectorised), under silver.zj_port_rates' own column
+names: a file continues from the carried state of its port's hour before (transforms/ports.carried_state,
+collected by ports.parse_port_files: a few instants per port), so its rates are the window's over
+both hours, and its rows can be silver's as they are staged. Two kinds of file cannot be: one
+whose polls overlap the hour before (re-delivered polls must find their twins there, which the
+state does not hold) and a management port whose 32-bit counters wrapped (silver's counts then
+differ from the delivered ones). Their rows carry RERATE, are rated as if their hour were the whole
+history, and are staged apart; ports.rebuild_rates computes their silver rows again.
 """
 
 from __future__ import annotations
@@ -42,10 +47,13 @@ RAW_TYPES = {"SaveTime": pa.string(), "SaveTimeUTC": pa.int64(), "DeviceName": p
              "PortName": pa.string(), "InPkts": pa.int64(), "InOctets": pa.int64(), "OutPkts": pa.int64(),
              "OutOctets": pa.int64(), "InRatio": pa.float64(), "OutRatio": pa.float64()}
 COUNTERS = ("InPkts", "InOctets", "OutPkts", "OutOctets")
-# the rate columns the pass adds to the parse (staged with it for silver.zj_port_rates)
-RATE_COLUMNS = (("rate_status", pa.string()), ("rate_interval_start_utc", pa.timestamp("us", tz="UTC")),
-                ("rate_interval_s", pa.float64()), ("rate_dt_s", pa.float64()), ("rate_in_bps", pa.float64()),
-                ("rate_out_bps", pa.float64()), ("rate_in_util", pa.float64()), ("rate_out_util", pa.float64()))
+# the columns the pass adds to the parse, named as silver.zj_port_rates names them (staged with it:
+# the staged files of a clean hour are both tables' data files, each read by its own schema)
+RATE_COLUMNS = (("status", pa.string()), ("interval_start_utc", pa.timestamp("us", tz="UTC")),
+                ("interval_s", pa.float64()), ("dt_s", pa.float64()), ("counter_wrapped", pa.bool_()),
+                ("line_rate_bps", pa.int64()), ("in_bytes_per_s", pa.float64()), ("out_bytes_per_s", pa.float64()),
+                ("in_util", pa.float64()), ("out_util", pa.float64()))
+RERATE = "_rerate"  # the file's silver rows are computed again (module docstring): its rows are staged apart
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "folder_device_name", "file_port_name")
 OUTPUT = pa.schema([
     ("hour_cst", pa.string()), ("device_name", pa.string()), ("port_name", pa.string()),
@@ -54,7 +62,7 @@ OUTPUT = pa.schema([
     ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
-    (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()),
+    (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()), (RERATE, pa.bool_()),
 ])
 SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
                pa.timestamp("us", tz="UTC"): "timestamp"}
@@ -117,9 +125,17 @@ def line_rate_bps(port: str) -> int | None:
 
 
 def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_gap_s: float = MAX_GAP_S,
-                     max_util: float = MAX_UTIL) -> dict[str, np.ndarray]:
-    """transforms/ports.port_rates over one port's rows in time order, with no row before them:
-    status codes, interval start (ms, NaN for none), interval, dt (ms), bytes/s and utilisation."""
+                     max_util: float = MAX_UTIL, before: tuple[np.ndarray, np.ndarray] | None = None,
+                     ) -> dict[str, np.ndarray]:
+    """transforms/ports.port_rates over one port's rows in time order: status codes, interval
+    start (ms, NaN for none), interval, dt (ms), bytes/s and utilisation. `before` is the port's
+    carried state of the hour before, (instants, 1 where the row is non-zero) in time order, all
+    before the first row: the rows are rated after it as the window rates them over the union;
+    without it, as if no row came before them."""
+    ahead = 0 if before is None else len(before[0])
+    if ahead:  # the state's rows first: only whether they are zero matters, and their own rates are dropped
+        ms = np.concatenate([np.asarray(before[0], np.int64), ms])
+        counts = [np.concatenate([np.asarray(before[1], np.int64), c]) for c in counts]
     n = len(ms)
     mgmt = port == MGMT_PORT
     if mgmt:  # 32-bit counters: a negative delta has wrapped
@@ -148,9 +164,20 @@ def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_ga
     too_fast = (status == UPDATE) & (np.fmax(in_util, out_util) > max_util)
     status = np.where(negative, NEGATIVE, np.where(too_fast, OVER_LINE_RATE, status))
     keep = ~np.isnan(start) & ~too_fast & ~negative
-    return {"status": status, "start": np.where(keep, start, np.nan), "seconds": np.where(keep, seconds, np.nan),
-            "dt": dt, "in_bps": np.where(keep, in_bps, np.nan), "out_bps": np.where(keep, out_bps, np.nan),
-            "in_util": np.where(keep, in_util, np.nan), "out_util": np.where(keep, out_util, np.nan)}
+    rates = {"status": status, "start": np.where(keep, start, np.nan), "seconds": np.where(keep, seconds, np.nan),
+             "dt": dt, "in_bps": np.where(keep, in_bps, np.nan), "out_bps": np.where(keep, out_bps, np.nan),
+             "in_util": np.where(keep, in_util, np.nan), "out_util": np.where(keep, out_util, np.nan)}
+    return {name: values[ahead:] for name, values in rates.items()}
+
+
+def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
+    """The carried state the pass reads, from the rows of transforms/ports.carried_state (device,
+    port, epoch ms, 1 if non-zero) of one hour: per (switch, port), its instants in time order
+    and whether each row is non-zero. A few rows per port: small enough to ship with the function."""
+    state: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for device, port, ms, nonzero in rows:
+        state.setdefault((device, port), []).append((int(ms), int(nonzero)))
+    return {key: ([t for t, _ in sorted(v)], [z for _, z in sorted(v)]) for key, v in state.items()}
 
 
 def _nullable(values: np.ndarray) -> pa.Array:
@@ -179,10 +206,10 @@ def _copies(table: pa.Table, ms: np.ndarray) -> np.ndarray | None:
     return same
 
 
-def rated_rows(table: pa.Table, file: dict) -> pa.Table | None:
-    """The file's rows as the parse contract's typed columns plus the rate columns; an exact
-    copy of a poll is a row of its own, marked REPEAT_COPY and not rated. None when a poll is
-    delivered twice with different values."""
+def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None = None) -> pa.Table | None:
+    """The file's rows as the parse contract's typed columns plus the rate columns (continuing
+    from `before`, see _rated); an exact copy of a poll is a row of its own, marked REPEAT_COPY
+    and not rated. None when a poll is delivered twice with different values."""
     ms = table.column("SaveTimeUTC").to_numpy()
     order = None if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])) else np.argsort(ms, kind="stable")
     if order is not None:
@@ -193,9 +220,9 @@ def rated_rows(table: pa.Table, file: dict) -> pa.Table | None:
         return None
     if copies.any():
         kept, repeats = np.nonzero(~copies)[0], np.nonzero(copies)[0]
-        rated = _rated(table.take(kept), ms[kept], lines[kept], file)
+        rated = _rated(table.take(kept), ms[kept], lines[kept], file, before)
         return pa.concat_tables([rated, _copy_rows(table.take(repeats), ms[repeats], lines[repeats], file)])
-    return _rated(table, ms, lines, file)
+    return _rated(table, ms, lines, file, before)
 
 
 def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> dict[str, pa.Array]:
@@ -212,21 +239,32 @@ def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> di
     }
 
 
-def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> pa.Table:
+def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
+           before: tuple[list[int], list[int]] | None = None) -> pa.Table:
+    """The file's rows with their rates; continuing from `before` (state_of's entry for its port)
+    unless the file overlaps it or is a wrapped 32-bit port's (then RERATE, rated alone)."""
     counts = [table.column(c).to_numpy() for c in COUNTERS]
-    rates = standalone_rates(ms, counts, file["file_port_name"])
+    port = file["file_port_name"]
     n = len(ms)
+    wrapped = np.logical_or.reduce([c < 0 for c in counts]) if port == MGMT_PORT else np.zeros(n, bool)
+    overlap = before is not None and len(before[0]) > 0 and n > 0 and ms[0] <= before[0][-1]
+    rerate = bool(overlap or wrapped.any())
+    rates = standalone_rates(ms, counts, port, before=None if rerate else before)
     start = rates["start"]
+    bps = line_rate_bps(port)
     columns = {
         **_typed(table, ms, lines, file),
-        "rate_status": pc.take(STATUS_NAMES, pa.array(rates["status"])),
-        "rate_interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
-                                                    mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "rate_interval_s": _nullable(rates["seconds"]), "rate_dt_s": _nullable(rates["dt"] / 1000.0),
-        "rate_in_bps": _nullable(rates["in_bps"]), "rate_out_bps": _nullable(rates["out_bps"]),
-        "rate_in_util": _nullable(rates["in_util"]), "rate_out_util": _nullable(rates["out_util"]),
+        "status": pc.take(STATUS_NAMES, pa.array(rates["status"])),
+        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
+                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
+        "interval_s": _nullable(rates["seconds"]), "dt_s": _nullable(rates["dt"] / 1000.0),
+        "counter_wrapped": pa.array(wrapped), "line_rate_bps": pa.nulls(n, pa.int64()) if bps is None
+        else pa.array(np.full(n, bps, np.int64)),
+        "in_bytes_per_s": _nullable(rates["in_bps"]), "out_bytes_per_s": _nullable(rates["out_bps"]),
+        "in_util": _nullable(rates["in_util"]), "out_util": _nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
+        RERATE: pa.array(np.full(n, rerate)),
     }
     return pa.table(columns, schema=OUTPUT)
 
@@ -237,7 +275,8 @@ def _copy_rows(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -
     columns = {f.name: pa.nulls(n, f.type) for f in OUTPUT}
     columns.update(_typed(table, ms, lines, file), **{REPEATED_INSTANT: pa.array(np.zeros(n, bool)),
                                                        REPEAT_COPY: pa.array(np.ones(n, bool)),
-                                                       EXACT: pa.array(np.zeros(n, bool))})
+                                                       EXACT: pa.array(np.zeros(n, bool)),
+                                                       RERATE: pa.array(np.ones(n, bool))})
     return pa.table(columns, schema=OUTPUT)
 
 
@@ -245,15 +284,15 @@ def _marker(file: dict) -> pa.Table:
     """One row saying: parse this file line by line."""
     row = {f.name: pa.nulls(1, f.type) for f in OUTPUT}
     row.update(source_file=pa.array([file["source_file"]]), hour_cst=pa.array([file["hour_cst"]]),
-               **{EXACT: pa.array([True])})
+               **{EXACT: pa.array([True]), RERATE: pa.array([True])})
     return pa.table(row, schema=OUTPUT)
 
 
-def one_file(file: dict) -> pa.Table:
+def one_file(file: dict, state: dict | None = None) -> pa.Table:
     table = read_port_file(file["path"])
     if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
         return _marker(file)
-    rows = rated_rows(table, file)
+    rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])))
     return _marker(file) if rows is None else rows
 
 
@@ -265,14 +304,16 @@ def one_file(file: dict) -> pa.Table:
 BATCH_ROWS = 32_768
 
 
-def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None) -> Iterator[pa.RecordBatch]:
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
+                state: dict | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file, handed
-    over in batches of about BATCH_ROWS rows; each file done is told to io.progress."""
+    over in batches of about BATCH_ROWS rows; each file done is told to io.progress. `state`:
+    state_of the hour before the files' hour."""
     pending: list[pa.Table] = []
     rows = 0
     for batch in batches:
         for file in batch.to_pylist():
-            table = one_file(file)
+            table = one_file(file, state)
             progress.tally(tally_folder, file["path"], table.num_rows)
             pending.append(table)
             rows += table.num_rows

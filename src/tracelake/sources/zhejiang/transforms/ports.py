@@ -228,11 +228,6 @@ def rates_of(counters: DataFrame, state: DataFrame, hours: list[str], **limits: 
     return port_rates(rows, **limits).filter(F.col("hour_cst").isin(hours))
 
 
-PASS_RATES = {"status": "rate_status", "interval_start_utc": "rate_interval_start_utc", "interval_s": "rate_interval_s",
-              "dt_s": "rate_dt_s", "in_bytes_per_s": "rate_in_bps", "out_bytes_per_s": "rate_out_bps",
-              "in_util": "rate_in_util", "out_util": "rate_out_util"}  # silver column -> the pass's column
-
-
 def prefix_cuts(rated: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S) -> DataFrame:
     """Per port of `rated` (one pass's rows) that has rows in `state`: where its opening prefix
     ends, `_cut_us` in epoch micros: 2 x max_gap_s after the later of its hour's first row (the
@@ -242,7 +237,7 @@ def prefix_cuts(rated: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S
     and rate with or without the hour before. The rows up to the first after the cut form a
     prefix in time: computed again with the state, they see every row before them."""
     port = ["device_name", "port_name"]
-    first = rated.filter(F.col("rate_dt_s").isNull()).select(*port, F.col("save_time_utc").alias("_first"))
+    first = rated.filter(F.col("dt_s").isNull()).select(*port, F.col("save_time_utc").alias("_first"))
     last = state.groupBy(*port).agg(F.max("save_time_utc").alias("_last"))
     cut = F.unix_micros(F.greatest("_first", "_last")) + F.lit(int(2 * max_gap_s * 1_000_000))
     return first.join(last, port).select(*port, cut.alias("_cut_us"))
@@ -250,7 +245,7 @@ def prefix_cuts(rated: DataFrame, state: DataFrame, max_gap_s: float = MAX_GAP_S
 
 def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: float) -> DataFrame:
     """port_rates of one hour's counter rows that carry the rates the one pass computed with the
-    hour alone (PASS_RATES; null in rows of files parsed line by line), continuing from `state`
+    hour alone (its columns named as silver's; null in rows of files parsed line by line), continuing from `state`
     (carried_state of the hour before): equal to rates_of(rows, state, [hour]), computing again
     only the opening prefix of each port the state reaches (prefix_cuts) and the ports the pass
     did not rate. The hour's rows are only filtered: the join with the cuts takes the rows
@@ -260,26 +255,26 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
     experiment, not a bench/ figure)."""
     counters = ["hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS]
     port = ["device_name", "port_name"]
-    rated = rows.filter(F.col("rate_status").isNotNull())
+    rated = rows.filter(F.col("status").isNotNull())
     cuts = prefix_cuts(rated, state, **limits)
     bound = cuts.agg(F.max("_cut_us")).first()[0]
-    previous_us = F.unix_micros(F.col("save_time_utc")) - F.round(F.col("rate_dt_s") * 1_000_000).cast("bigint")
-    unrated = rows.filter(F.col("rate_status").isNull()).select(*counters)
+    previous_us = F.unix_micros(F.col("save_time_utc")) - F.round(F.col("dt_s") * 1_000_000).cast("bigint")
+    unrated = rows.filter(F.col("status").isNull()).select(*counters)
     if bound is None:  # no port continues from the hour before
         late, again = rated, unrated
     else:  # one pass over the rows for those kept as rated: a broadcast join with one cut per port
-        prefix = F.col("_cut_us").isNotNull() & (F.col("rate_dt_s").isNull() | (previous_us <= F.col("_cut_us")))
+        prefix = F.col("_cut_us").isNotNull() & (F.col("dt_s").isNull() | (previous_us <= F.col("_cut_us")))
         late = rated.join(F.broadcast(cuts), port, "left").filter(~prefix).drop("_cut_us")
-        early = F.col("rate_dt_s").isNull() | (previous_us <= F.lit(bound))  # the prefixes lie before `bound`
-        again = rated.filter(early).select(*counters, "rate_dt_s").join(F.broadcast(cuts), port) \
+        early = F.col("dt_s").isNull() | (previous_us <= F.lit(bound))  # the prefixes lie before `bound`
+        again = rated.filter(early).select(*counters, "dt_s").join(F.broadcast(cuts), port) \
             .filter(prefix).select(*counters).unionByName(unrated)
     is_32bit = F.col("port_name") == F.lit(MGMT_PORT)
     negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
     kept = late.select(
         "hour_cst", "device_name", "port_name", "save_time_utc",
-        *[F.col(PASS_RATES[c]).alias(c) for c in ("status", "interval_start_utc", "interval_s", "dt_s")],
+        "status", "interval_start_utc", "interval_s", "dt_s",
         *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
         (is_32bit & negative).alias("counter_wrapped"), line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
-        *[F.col(PASS_RATES[c]).alias(c) for c in ("in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util")],
+        "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util",
     )
     return kept.unionByName(rates_of(again, state, [hour], **limits))
