@@ -8,10 +8,10 @@ are kept so the quality gate can check they agree. `SaveTimeUTC` (epoch ms) is t
 Reading: one pass per file (portpass). A DataFrame of the hour's file paths goes through
 mapInArrow; each file is read once, whole, by pyarrow's CSV reader where the task runs, checked
 (field counts, UTF-8, types, the port and switch on every line), typed, and rated with numpy in
-the same pass (one file is one port's series: no shuffle, no sort of the hour). The rows are
-staged once with their rates; bronze.zj_port_counters is committed from them, and
-silver.zj_port_rates takes the rates, computing again only each port's opening rows from the
-hour before (transforms/ports.rates_from_pass). A file that fails a check is parsed line by line
+the same pass (one file is one port's series: no shuffle, no sort of the hour), on from the
+carried state of the hour before (carried_into_pass). The rows are staged once with their rates;
+bronze.zj_port_counters is committed from them, and so is silver.zj_port_rates, which computes
+again only the rows of the files the pass set apart (from_pass). A file that fails a check is parsed line by line
 instead (one text read of that file, each line split once), so every quarantine row and reason
 is the exact parse's. Rejected earlier, measured: Spark's CSV reader per switch folder with
 checks after the fact (a second read of every file, and window rates over the hour: a sort of
