@@ -13,13 +13,15 @@ from tracelake.config import Config
 from tracelake.delta.catalog import partition_predicate, read_tables
 from tracelake.delta.commit import StagedBeside
 from tracelake.delta.fingerprint import changed_groups
+from tracelake.delta.staged_files import commits_staged
 from tracelake.io import objectstore
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
 from tracelake.io.staging import Scratch, apart_folder, exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
 
-__all__ = ["StagedBeside", "changed_groups", "partition_predicate", "read_tables", "staged_clean", "staged_parse"]
+__all__ = ["StagedBeside", "changed_groups", "commits_staged", "partition_predicate", "read_tables", "staged_clean",
+           "staged_parse"]
 
 
 def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame | None:

@@ -279,6 +279,21 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
     assertDataFrameEqual(stored, port_rates(bronze), ignoreColumnOrder=True)
 
 
+def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(spark, config, tmp_path):
+    """Staging by folders (io.staging.Checked.apart) sorts each task's rows on a Spark cluster:
+    the pass asks for it only where the rates can then commit the other folder's files (the
+    local profile, one hour), and not without a lake to continue from."""
+    from tracelake.sources.zhejiang import portpass
+    files = ports.find_port_files(_hour(tmp_path, HOURS[0], seed=5))
+    schema = load_schema(ports.TABLE)
+
+    def apart(cfg, chosen=files):
+        return ports.parse_port_files(spark, chosen, schema, staging=tmp_path / "s", config=cfg).apart
+    two = files + ports.find_port_files(_hour(tmp_path, HOURS[1], seed=6))
+    assert [apart(config), apart(replace(config, profile="connect")), apart(config, two), apart(None)] == \
+        [portpass.RERATE, None, None, None]
+
+
 def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tmp_path):
     raw = _hour(tmp_path, HOURS[0], seed=7)
     run_ingest(engine, config, "zhejiang", str(raw))

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import TableInput, derived
-from tracelake.api.tables import StagedBeside, changed_groups, read_tables, staged_clean, staged_parse
+from tracelake.api.tables import StagedBeside, changed_groups, commits_staged, read_tables, staged_clean, staged_parse
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io import progress
@@ -40,7 +40,7 @@ from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, 
 from tracelake.io.staging import Checked, Scratch, stage
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import RawFile, check_header, file_size, read_lines, regular_file
-from tracelake.schema import TableSchema
+from tracelake.schema import TableSchema, load_schema
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: the generator uses them too)
@@ -258,7 +258,11 @@ def parse_port_files(
     # one file an hour, and every row of a file the pass took names that port and switch
     verified = {KEY_RULE: portpass.REPEATED_INSTANT}
     frame = one_pass(spark, files, schema, carried_into_pass(spark, config, files))
-    return Checked(frame, holds, exact, _only_rated(exact, files), verified, apart=portpass.RERATE)
+    # the rows to rate again staged apart only where silver can then take the others' files (a
+    # write by folders sorts each task's rows on a Spark cluster)
+    hours = sorted({f.constants["hour_cst"] for f in files})
+    apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
+    return Checked(frame, holds, exact, _only_rated(exact, files), verified, apart=portpass.RERATE if apart else None)
 
 
 # ---------------------------------------------------------------- derived
