@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tracelake.delta.catalog import partition_predicate
+from tracelake.delta.staged_files import link_beside
 from tracelake.io.frames import union_all
 from tracelake.io.staging import Scratch, write_staged
 from tracelake.schema import TableSchema
@@ -48,8 +49,6 @@ def stage_partition_beside(spark: SparkSession, df: DataFrame | None, files: Scr
     linked beside them: rows of the partition staged earlier, whose columns the table names (they
     may hold more, which no reader of the table sees). None when those columns are not typed as
     the table's: the caller then writes the rows itself."""
-    from tracelake.delta.staged_files import link_beside  # the local file moves live there
-
     data = [c for c in schema.spark_schema().fields if c.name not in schema.partition_by]
     found = {f.name: f.dataType for f in spark.read.parquet(str(files)).schema.fields}
     if any(found.get(f.name) != f.dataType for f in data):

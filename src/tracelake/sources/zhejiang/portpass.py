@@ -177,7 +177,7 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
     state: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for device, port, ms, nonzero in rows:
         state.setdefault((device, port), []).append((int(ms), int(nonzero)))
-    return {key: ([t for t, _ in sorted(v)], [z for _, z in sorted(v)]) for key, v in state.items()}
+    return {key: tuple(map(list, zip(*sorted(v)))) for key, v in state.items()}
 
 
 def _nullable(values: np.ndarray) -> pa.Array:

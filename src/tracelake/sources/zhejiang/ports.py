@@ -216,18 +216,17 @@ def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile
     return rest
 
 
-def carried_into_pass(spark: SparkSession, config: Config | None, files: list[RawFile]) -> dict | None:
+def carried_into_pass(spark: SparkSession, config: Config | None, hours: list[str]) -> dict | None:
     """portpass.state_of the stored hour before the files' hour (one hour's files, a lake that
     holds that hour): carried_state's few rows per port, collected so that the pass rates each
-    file on from them. Measured on a full stored hour: 0.9 s (one scan of its counters), which
-    rebuild_rates spent the same way before the pass took the state."""
-    hours = {f.constants["hour_cst"] for f in files}
+    file on from them. Measured on a full stored hour: 0.5-1.0 s (one scan of its counters),
+    which rebuild_rates spent the same way before the pass took the state."""
     if config is None or len(hours) != 1:
         return None
     (counters,) = read_tables(spark, config, TABLE)
     if counters is None:
         return None
-    earlier = counters.filter(F.col("hour_cst") == shift_hour(hours.pop(), -1))
+    earlier = counters.filter(F.col("hour_cst") == shift_hour(hours[0], -1))
     rows = carried_state(earlier).select("device_name", "port_name", F.unix_millis("save_time_utc"), "in_pkts")
     return portpass.state_of([tuple(r) for r in rows.collect()])
 
@@ -257,10 +256,10 @@ def parse_port_files(
     # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
     # one file an hour, and every row of a file the pass took names that port and switch
     verified = {KEY_RULE: portpass.REPEATED_INSTANT}
-    frame = one_pass(spark, files, schema, carried_into_pass(spark, config, files))
+    hours = sorted({f.constants["hour_cst"] for f in files})
+    frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours))
     # the rows to rate again staged apart only where silver can then take the others' files (a
     # write by folders sorts each task's rows on a Spark cluster)
-    hours = sorted({f.constants["hour_cst"] for f in files})
     apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
     return Checked(frame, holds, exact, _only_rated(exact, files), verified, apart=portpass.RERATE if apart else None)
 
@@ -286,7 +285,6 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: S
         rates = from_pass(passed, counters, after, own[0], scratch, alone=not following)
     else:
         rows = passed if passed is not None else counters.filter(F.col("hour_cst").isin(own))
-        # a few rows per port (more where the hour after holds its polls again), read by several queries below: staged once
         firsts = first_instants(rows.filter(F.col("hour_cst").isin(list(after.values()))), {h: b for b, h in after.items()})
         rates = rates_of(rows, carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts,
                                        scratch / "zj_port_state"), own)
@@ -294,11 +292,6 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: S
         return rates, tuple((h,) for h in own)
     rebuilt, redone = following_hours(counters, stored, following, scratch)
     return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
-
-
-SILVER_COLUMNS = ("hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc", "interval_s",
-                  "dt_s", "in_pkts", "in_octets", "out_pkts", "out_octets", "counter_wrapped", "line_rate_bps",
-                  "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util")
 
 
 def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hour: str, scratch: Scratch,
@@ -310,6 +303,7 @@ def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hou
     the pass's other staged files hold kept rows only (staged_clean) and the hour is the only
     one replaced (`alone`), they are given as they lie (StagedBeside): silver.zj_port_rates then
     takes the same files as bronze.zj_port_counters, and nothing rewrites the hour's rates."""
+    columns = [c.name for c in load_schema(RATES_TABLE).columns]
     apart = F.coalesce(F.col(portpass.RERATE), F.lit(True))
     rest = passed.filter(apart)
     again = None
@@ -318,8 +312,8 @@ def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hou
         firsts = first_instants(opening, {h: b for b, h in after.items()})
         state = carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts, scratch / "zj_port_state")
         again = rates_from_pass(rest, state, hour)
-    kept = passed.filter(~apart).select(*SILVER_COLUMNS)
-    whole = kept if again is None else kept.unionByName(again.select(*SILVER_COLUMNS))
+    kept = passed.filter(~apart).select(*columns)
+    whole = kept if again is None else kept.unionByName(again.select(*columns))
     files = staged_clean(passed.sparkSession, scratch, TABLE) if alone else None
     return whole if files is None else StagedBeside(files, again, whole)
 
