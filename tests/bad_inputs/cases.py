@@ -265,6 +265,18 @@ def _poll_of_the_next_hour_in_a_folder(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _save_time_text_a_second_off(raw: Path) -> list[list[str]]:
+    """One row's SaveTime text a second after its SaveTimeUTC + 8 h: the pass's byte check cannot
+    show it, so the gate's query of that rule runs and counts exactly that row (a warning)."""
+    lines = port_rows("FourHundredGigE1/0/40", [10**9] * 4).splitlines()
+    assert " 00:00:01.900," in lines[3]
+    lines[3] = lines[3].replace(" 00:00:01.900,", " 00:00:02.900,")
+    target = raw / "trafficinfo" / "2024052400" / f"{LEAF1}_GPU_S9825" / "Leaf-1_40.csv"
+    target.parent.mkdir(parents=True)
+    target.write_text("\n".join(lines) + "\n")
+    return [["ingest", "zhejiang", "--raw", str(raw)]]
+
+
 def _raw_is_a_file(raw: Path) -> list[list[str]]:
     (raw / "summary_train.csv").write_text(TRAIN_HEADER + "\n" + TRAIN_ROW + "\n")
     return [["ingest", "zeus", "--raw", str(raw / "summary_train.csv")]]
@@ -620,6 +632,9 @@ CASES = [
          read={"zj_port_counters": 5}),
     Case("zj_sample_outside_its_hour_folder_counts_folders", _poll_of_the_next_hour_in_a_folder, 0,
          stdout="samples_in_hour_folder: 1 hour folders", rows={"bronze/zj_port_counters": 4}, read={"zj_port_counters": 4}),
+    Case("zj_save_time_text_a_second_off_is_counted", _save_time_text_a_second_off, 0,
+         stdout="save_time_matches_utc: 1 rows (25.00%)", rows={"bronze/zj_port_counters": 4, "silver/zj_port_rates": 4},
+         read={"zj_port_counters": 4}),
     Case("zj_file_for_a_port_the_switch_lacks", files(port_file("Leaf-1_70.csv", "FourHundredGigE1/0/70", [10**9]),
                                                       ["ingest", "zhejiang", "--raw", "{raw}"]), 2,
          "a GPU leaf has no port FourHundredGigE1/0/70"),

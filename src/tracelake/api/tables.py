@@ -16,7 +16,7 @@ from tracelake.delta.fingerprint import changed_groups
 from tracelake.delta.staged_files import commits_staged
 from tracelake.io import objectstore
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
-from tracelake.io.staging import Scratch, apart_folder, exact_path, parse_path
+from tracelake.io.staging import Scratch, all_kept_mark, apart_folder, exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
 
@@ -56,6 +56,8 @@ def staged_clean(spark: SparkSession, scratch: Scratch, table: str) -> Scratch |
     flags, by_gx = row_flags(load_suite(table))
     if by_gx or objectstore.is_url(str(path)) or exact_path(path).exists() or not folder.exists():
         return None
+    if all_kept_mark(path).exists():  # the bronze step's counts found no row to leave out
+        return folder
     rows = spark.read.parquet(str(folder))
     unkept = F.size(F.col(PARSE_ERRORS)) > 0
     for name in flags:

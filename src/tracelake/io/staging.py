@@ -97,12 +97,27 @@ def exact_path(path: str | Path | Scratch) -> Scratch:
     return Scratch(str(path)).beside("-exact")
 
 
+def all_kept_mark(path: str | Path | Scratch) -> Scratch:
+    """An empty folder beside a staged parse saying that its counts found every row kept (no
+    parse problem, no rule's flag, no repeated copy): a derived table that takes the staged files
+    as they lie (api.tables.staged_clean) then need not scan them again. Measured on a full
+    Zhejiang hour: that scan took 1.5 s. Only on a local scratch."""
+    return Scratch(str(path)).beside("-all-kept")
+
+
+def mark_all_kept(path: str | Path | Scratch) -> None:
+    mark = all_kept_mark(path)
+    if not objectstore.is_url(str(mark)):
+        mark.local().mkdir(parents=True, exist_ok=True)
+
+
 def settle(
     parsed: DataFrame | Checked, path: str | Path | Scratch, project: Callable[[DataFrame], DataFrame] = lambda f: f,
 ) -> tuple[DataFrame, bool]:
     """(the staged rows of `project(parse)`, whether a Checked fast parse held whole). Staging
     and the check read the same stored rows, so the fast parse costs one pass when it holds."""
     exact_path(path).remove()  # an earlier batch's, in the same run
+    all_kept_mark(path).remove()
     if not isinstance(parsed, Checked):
         return stage(project(parsed), path), False
     try:

@@ -23,7 +23,7 @@ from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, 
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
-from tracelake.io.staging import Checked, Scratch, parse_path, settle
+from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
@@ -101,6 +101,8 @@ def prepare_table(
     rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
     cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
     whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
+    if held and not (parse_failed or rows_flagged or repeated):
+        mark_all_kept(path)
     if repeated:  # re-delivered copies: one of each is kept, the others only counted
         good = parsed.filter(~failed & ~repeat)
     else:

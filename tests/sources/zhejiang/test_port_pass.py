@@ -179,8 +179,9 @@ def test_files_the_pass_did_not_rate_are_rated_by_the_window(spark):
 
 def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(engine, config, tmp_path, monkeypatch):
     """port_sample_unique, a group-by of the hour, is settled by the pass's per-file check when
-    every file took the pass and none repeats an instant: recorded with the figures the query
-    gives, without running it; an exact copy of a poll is counted as repeated in the pass and the
+    every file took the pass and none repeats an instant, and save_time_matches_utc (a cast of
+    every row's text) by its byte check: both recorded with the figures their queries give,
+    without running them; an exact copy of a poll is counted as repeated in the pass and the
     kept rows still need no query."""
     from tracelake.quality import gate
     from tracelake.run.pipeline import run_ingest
@@ -194,11 +195,12 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
                             lambda folder, port, t: (np.full_like(t, 0.2), np.full_like(t, 0.1)), seed=5)
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}
     rows = stats["bronze.zj_port_counters"].rows_read
-    assert "port_sample_unique" not in asked and "save_time_matches_utc" in asked
+    assert "port_sample_unique" not in asked and "save_time_matches_utc" not in asked and "counter_wrapped" in asked
     ops = engine.spark.read.format("delta").load(config.table_path("ops", "quality_results"))
-    key = ops.filter(F.col("expectation_id") == "port_sample_unique").select(
-        "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
-    assert [tuple(r) for r in key] == [(True, rows, 0, 0.0, "0")]
+    for rule in ("port_sample_unique", "save_time_matches_utc"):
+        key = ops.filter(F.col("expectation_id") == rule).select(
+            "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
+        assert [tuple(r) for r in key] == [(True, rows, 0, 0.0, "0")]
 
     lines = files[0].read_text(encoding="utf-8").splitlines()
     files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
@@ -206,6 +208,44 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}["bronze.zj_port_counters"]
     assert (again.rows_read, again.rows_kept, again.rows_quarantined, again.rows_repeated) == (rows + 1, rows, 0, 1)
     assert "port_sample_unique" not in asked  # the copy is set apart in the pass: the kept rows hold the key
+    assert "save_time_matches_utc" not in asked
     latest = engine.spark.read.format("delta").load(config.table_path("ops", "quality_results")).filter(
         F.col("expectation_id") == "repeated_rows").select("severity", "element_count", "unexpected_count").collect()
     assert [tuple(r) for r in latest] == [("warning", rows + 1, 1)]
+
+
+def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spark):
+    """portpass.save_time_unproven against the suite's own query of save_time_matches_utc, on the
+    same rows: the rows the query returns are exactly the ones shown off, and the rows of a file
+    whose SaveTime has another layout are all unproven (the query then runs for them)."""
+    from tracelake.quality.gate import load_suite
+
+    at = 1716480001005  # 2024/05/24 00:00:01.005 in China
+    texts = {  # SaveTime text -> (unproven by the check, returned by the query)
+        "2024/05/24 星期五 00:00:01.005": (False, False),
+        "2024/05/24 星期六 00:00:01.005": (False, False),  # the rule skips the weekday
+        "2024/05/24 星期五 00:00:01.006": (True, True),
+        "2024/05/24 星期五 00:00:02.005": (True, True),
+        "2024/05/25 星期五 00:00:01.005": (True, True),
+        "2024/05/24 星期五 24:00:01.005": (True, True),
+        "2024/02/30 星期五 00:00:01.005": (True, True),
+        "2024/05/24 星期五 00:00:01.0a5": (True, True),
+        "2024-05-24 星期五 00:00:01.005": (True, False),  # the rule reads it anyway: the check is stricter
+    }
+    same_layout = list(texts)
+    got = portpass.save_time_unproven(pa.array(same_layout), np.full(len(same_layout), at, np.int64))
+    assert got.tolist() == [unproven for unproven, _ in texts.values()]
+    other = ["2024/05/24 Fri 00:00:01.005", "2024/05/24 星期五 00:00:01.005"]  # one row's layout spoils the file
+    assert portpass.save_time_unproven(pa.array(other), np.full(2, at, np.int64)).tolist() == [True, True]
+    midnight = 1716480000000  # 2024/05/24 00:00:00.000 in China: a file across two days
+    assert portpass.save_time_unproven(pa.array(["2024/05/23 星期四 23:59:59.999", "2024/05/24 星期五 00:00:00.000"]),
+                                       np.array([midnight - 1, midnight])).tolist() == [False, False]
+
+    rule = next(e for e in load_suite("bronze.zj_port_counters")["expectations"]
+                if e["meta"].get("id") == "save_time_matches_utc")
+    rows = spark.createDataFrame([(t, at) for t in texts], "save_time string, ms bigint").select(
+        "save_time", F.timestamp_millis("ms").alias("save_time_utc"))
+    rows.createOrReplaceTempView("save_times")
+    query = rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "save_times")
+    returned = {r["save_time"] for r in spark.sql(query).collect()}
+    assert returned == {t for t, (_, counted) in texts.items() if counted}

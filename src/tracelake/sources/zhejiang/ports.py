@@ -195,12 +195,13 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         F.when(marker, F.array(F.lit(EXACT_REASON))).otherwise(no_problem).alias(PARSE_ERRORS),
-        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, REPEAT_COPY,
+        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, portpass.SAVE_TIME_UNPROVEN, REPEAT_COPY,
         marker.alias(portpass.EXACT), portpass.RERATE,
     )
 
 
 KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
+SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (portpass.save_time_unproven)
 EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 
 
@@ -254,8 +255,9 @@ def parse_port_files(
     def holds(staged: DataFrame) -> bool:
         return not staged.filter(F.col(portpass.EXACT)).limit(1).collect()
     # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
-    # one file an hour, and every row of a file the pass took names that port and switch
-    verified = {KEY_RULE: portpass.REPEATED_INSTANT}
+    # one file an hour, and every row of a file the pass took names that port and switch; the
+    # SaveTime rule's cast of every row's text (0.9-1.0 s of a full hour's gate) is its byte check
+    verified = {KEY_RULE: portpass.REPEATED_INSTANT, SAVE_TIME_RULE: portpass.SAVE_TIME_UNPROVEN}
     hours = sorted({f.constants["hour_cst"] for f in files})
     frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours))
     # the rows to rate again staged apart only where silver can then take the others' files (a
