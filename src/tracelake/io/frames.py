@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:
@@ -13,3 +16,29 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
             for i in range(0, len(frames), 2)
         ]
     return frames[0]
+
+
+def dictionary_probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function of takes_dictionary_strings' probe: one dictionary-encoded string `s` = 'x'."""
+    for _ in batches:
+        pass
+    yield pa.record_batch([pa.DictionaryArray.from_arrays(pa.array([0], pa.int32()), pa.array(["x"]))], names=["s"])
+
+
+_DICTIONARY: dict[int, bool] = {}
+
+
+def takes_dictionary_strings(spark: SparkSession) -> bool:
+    """Whether the engine takes a dictionary-encoded array for a string column of mapInArrow's
+    output (Sail does; classic Spark fails the task: "Cannot call the method getUTF8String"):
+    probed once per session with one row, so that no code branches on the profile. A pass whose
+    strings repeat (a file's switch, port, name) then yields them as dictionaries, which the
+    engine's Parquet writer takes for less (docs/engine-notes.md)."""
+    key = id(spark)
+    if key not in _DICTIONARY:
+        try:
+            rows = spark.range(1).mapInArrow(dictionary_probe, "s string").collect()
+            _DICTIONARY[key] = [r[0] for r in rows] == ["x"]
+        except Exception:  # noqa: BLE001 - any refusal means: decode in the function
+            _DICTIONARY[key] = False
+    return _DICTIONARY[key]

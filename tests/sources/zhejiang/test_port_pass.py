@@ -10,6 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from tracelake.io.parse import REPEAT_COPY
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import (
@@ -64,7 +65,7 @@ def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.nda
                         "InRatio": np.zeros(len(ms)), "OutRatio": np.zeros(len(ms))})
         tables.append(portpass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
                                                 "source_file": port}, (state or {}).get((DEVICE, port))))
-    table = pa.concat_tables(tables)
+    table = pa.concat_tables(tables).cast(portpass.OUTPUT)
     ddl = ", ".join(f"`{f.name}` {portpass.SPARK_TYPES[f.type]}" for f in table.schema)
     return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
 
@@ -249,3 +250,30 @@ def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spar
     query = rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "save_times")
     returned = {r["save_time"] for r in spark.sql(query).collect()}
     assert returned == {t for t, (_, counted) in texts.items() if counted}
+
+
+def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_values(tmp_path):
+    """parse_files with `dictionary` (what Sail takes) hands over the same rows as without it (what
+    classic Spark needs): a rated file, a file with a poll delivered twice, and a file that goes
+    line by line (its marker row), in one batch."""
+    from tracelake.sources.zhejiang.synth.ports import write_port_hour
+
+    chosen = [("NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825", p) for p in PORTS]
+    paths = write_port_hour(tmp_path, "2024052400", chosen, lambda folder, port, t: (np.full_like(t, 0.2),
+                                                                                      np.full_like(t, 0.1)), seed=7)
+    lines = paths[1].read_text(encoding="utf-8").splitlines()
+    paths[1].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll twice
+    paths[2].write_text(paths[2].read_text(encoding="utf-8") + "not,a,poll\n", encoding="utf-8")  # line by line
+    files = pa.RecordBatch.from_pylist([
+        {"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
+         "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
+    plain = pa.Table.from_batches(list(portpass.parse_files(iter([files]))))
+    coded = pa.Table.from_batches(list(portpass.parse_files(iter([files]), dictionary=True)))
+    assert plain.schema == portpass.OUTPUT and coded.schema == portpass.PASS_OUTPUT
+    assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in portpass.REPEATED_STRINGS
+                                                                       for f in coded.schema]
+    assert coded.cast(portpass.OUTPUT).equals(plain)
+    assert plain.num_rows == len(paths[0].read_text().splitlines()) - 1 + len(lines) + 1
+    assert plain.column(portpass.EXACT).to_pylist().count(True) == 1
+    assert plain.column(REPEAT_COPY).to_pylist().count(True) == 1
+    assert set(plain.column("port_name").drop_null().to_pylist()) == {PORTS[0], PORTS[1]}

@@ -63,7 +63,7 @@ from pyspark.sql.types import StructType
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io import progress
-from tracelake.io.frames import union_all
+from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.staging import Checked, Scratch, stage, write_staged
 from tracelake.io.storetree import as_folder, listed_size
@@ -414,23 +414,6 @@ def parse_utilization(
 # ---------------------------------------------------------------- the one pass (widepass), checked
 
 PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
-
-
-_DICTIONARY: dict[int, bool] = {}
-
-
-def takes_dictionary_strings(spark: SparkSession) -> bool:
-    """Whether the engine takes a dictionary-encoded array for a string column of mapInArrow's
-    output (Sail does; classic Spark fails the task: "Cannot call the method getUTF8String"):
-    probed once per session with one row, so that no code branches on the profile."""
-    key = id(spark)
-    if key not in _DICTIONARY:
-        try:
-            rows = spark.range(1).mapInArrow(widepass.dictionary_probe, "s string").collect()
-            _DICTIONARY[key] = [r[0] for r in rows] == ["x"]
-        except Exception:  # noqa: BLE001 - any refusal means: decode in the function
-            _DICTIONARY[key] = False
-    return _DICTIONARY[key]
 
 
 def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool) -> list[tuple]:

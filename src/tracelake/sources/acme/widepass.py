@@ -164,13 +164,6 @@ def one_file(row: dict) -> Iterator[pa.Table]:
         yield wide.marker()
 
 
-def dictionary_probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function of the caller's probe: one dictionary-encoded string `s` = 'x'."""
-    for _ in batches:
-        pass
-    yield pa.record_batch([pa.DictionaryArray.from_arrays(pa.array([0], pa.int32()), pa.array(["x"]))], names=["s"])
-
-
 BATCH_ROWS = 1 << 20  # long rows handed to the engine per batch
 
 

@@ -35,7 +35,7 @@ from tracelake.api.tables import StagedBeside, changed_groups, commits_staged, r
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io import progress
-from tracelake.io.frames import union_all
+from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
 from tracelake.io.staging import Checked, Scratch, stage
 from tracelake.io.storetree import as_folder, listed_size
@@ -186,7 +186,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
     marker rows (portpass.EXACT: files to parse line by line, which carry a parse problem so
     that nothing counts them as rows)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
-    parse = partial(portpass.parse_files, state=state)
+    parse = partial(portpass.parse_files, state=state, dictionary=takes_dictionary_strings(spark))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), portpass.OUTPUT_DDL)
     marker = F.col(portpass.EXACT)
     no_problem = F.array().cast("array<string>")
