@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +71,10 @@ class Checked:
     # a row the rule's query could return; when the parse held whole and no row is true, the
     # gate records the rule as passed without running its query
     verified: Mapping[str, str] = field(default_factory=dict)
+    # quarantine rules (expectation ids) no row of `frame` can fail: the parse checked them on every
+    # row it yields (a file that would fail one goes the exact way), so `frame`'s flags for them
+    # are staged as false without evaluating them (quality.split.staged_form)
+    proven: Collection[str] = ()
     # a boolean column of `frame` whose true rows are staged in files of their own (apart_folder):
     # the others' files can then be a derived table's too (e.g. the port pass's rates)
     apart: str | None = None
@@ -112,24 +116,26 @@ def mark_all_kept(path: str | Path | Scratch) -> None:
 
 
 def settle(
-    parsed: DataFrame | Checked, path: str | Path | Scratch, project: Callable[[DataFrame], DataFrame] = lambda f: f,
+    parsed: DataFrame | Checked, path: str | Path | Scratch,
+    project: Callable[[DataFrame, Collection[str]], DataFrame] = lambda f, proven: f,
 ) -> tuple[DataFrame, bool]:
-    """(the staged rows of `project(parse)`, whether a Checked fast parse held whole). Staging
-    and the check read the same stored rows, so the fast parse costs one pass when it holds."""
+    """(the staged rows of `project(parse, proven)`, whether a Checked fast parse held whole):
+    `proven` is Checked.proven for the fast parse's frame, empty for every other. Staging and
+    the check read the same stored rows, so the fast parse costs one pass when it holds."""
     exact_path(path).remove()  # an earlier batch's, in the same run
     all_kept_mark(path).remove()
     if not isinstance(parsed, Checked):
-        return stage(project(parsed), path), False
+        return stage(project(parsed, ()), path), False
     try:
-        staged = stage(project(parsed.frame), path, parsed.apart)
+        staged = stage(project(parsed.frame, parsed.proven), path, parsed.apart)
     except Exception:  # noqa: BLE001 - a fast read that cannot finish is parsed again exactly
         staged = None
     if staged is not None and parsed.holds(staged):
         return staged, True
     if staged is not None and parsed.rest is not None:
         good, remainder = parsed.rest(staged)
-        return good.unionByName(stage(project(remainder), exact_path(path)), allowMissingColumns=True), False
-    return stage(project(parsed.fallback()), path), False
+        return good.unionByName(stage(project(remainder, ()), exact_path(path)), allowMissingColumns=True), False
+    return stage(project(parsed.fallback(), ()), path), False
 
 
 STAGING_CODEC = "zstd"

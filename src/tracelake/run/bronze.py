@@ -9,7 +9,7 @@ files, so a partition whose every row was set aside is emptied, not left stale).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import reduce
 
@@ -78,8 +78,9 @@ def prepare_table(
     flags, by_gx = row_flags(suite)
     path = parse_path(run.scratch, table)
 
-    def project(frame: DataFrame) -> DataFrame:  # with the lineage: the files can then be the table's (_as_staged)
-        return staged_form(frame, schema, flags, by_gx).select("*", *lineage_of(run))
+    # with the lineage: the files can then be the table's (_as_staged)
+    def project(frame: DataFrame, proven: Collection[str]) -> DataFrame:
+        return staged_form(frame, schema, flags, by_gx, proven).select("*", *lineage_of(run))
     try:
         parse = (lake_bound(parser, config) or parse_delimited)(spark, files, schema)
         parsed, held = settle(parse, path, project)

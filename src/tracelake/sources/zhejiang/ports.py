@@ -201,6 +201,9 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
 
 
 KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
+# its quarantine rules the pass checks on every row it yields (portpass._holds: a file with a row
+# naming another port or switch goes line by line), so their flags need no evaluation
+PROVEN_RULES = ("port_matches_file_name", "device_matches_folder")
 SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (portpass.save_time_unproven)
 EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 
@@ -263,7 +266,8 @@ def parse_port_files(
     # the rows to rate again staged apart only where silver can then take the others' files (a
     # write by folders sorts each task's rows on a Spark cluster)
     apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
-    return Checked(frame, holds, exact, _only_rated(exact, files), verified, apart=portpass.RERATE if apart else None)
+    return Checked(frame, holds, exact, _only_rated(exact, files), verified, PROVEN_RULES,
+                   apart=portpass.RERATE if apart else None)
 
 
 # ---------------------------------------------------------------- derived
