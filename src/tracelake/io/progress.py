@@ -94,12 +94,17 @@ def expect(paths: list[str], sizes: list[int] | None = None) -> str | None:
 
 def tally(folder: str | None, path: str, rows: int) -> None:
     """Called in a task when it has read `path` into `rows` rows. Never fails the task."""
-    if not folder:
+    tally_files(folder, [(path, rows)])
+
+
+def tally_files(folder: str | None, done: list[tuple[str, int]]) -> None:
+    """tally for several files (path, rows) at once: one append for a group of files."""
+    if not folder or not done:
         return
     name = f"{os.getpid()}-{threading.get_ident()}.tally"
     try:
         with open(os.path.join(folder, name), "a", encoding="utf-8") as out:
-            out.write(f"{rows}\t{path}\n")
+            out.write("".join(f"{rows}\t{path}\n" for path, rows in done))
     except OSError:
         pass
 

@@ -27,18 +27,17 @@ history, and are staged apart; ports.rebuild_rates computes their silver rows ag
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
-from tracelake.io import objectstore, progress
+from tracelake.io import objectstore
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
+from tracelake.sources.zhejiang.portrates import line_rate_bps, standalone_rates
+from tracelake.sources.zhejiang.savetime import save_time_unproven
+from tracelake.sources.zhejiang.transforms.ports import STATUSES
 
 EXACT = "_exact"  # the marker column: this file must be parsed line by line
 REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row before's: a key twice
@@ -81,7 +80,6 @@ SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "doubl
                pa.timestamp("us", tz="UTC"): "timestamp"}
 OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
 STATUS_NAMES = pa.array(STATUSES, pa.string())
-FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA, IDLE, OVER_LINE_RATE, NEGATIVE = range(len(STATUSES))
 
 
 def _open(path: str):
@@ -96,19 +94,33 @@ HEADER = ",".join(RAW).encode()
 BOM = b"\xef\xbb\xbf"
 
 
+def read_bytes(path: str) -> bytes:
+    """The file's bytes, once, without a leading BOM (the exact parse strips it too)."""
+    with _open(path) as stream:
+        return stream.read().removeprefix(BOM)
+
+
 def read_port_file(path: str) -> pa.Table | None:
     """The file typed by the documented header's columns, or None when any line would need the
     exact parse (another header, a field count off, an empty line, a byte that is not UTF-8, a
     value that does not cast or is missing)."""
-    with _open(path) as stream:
-        data = stream.read().removeprefix(BOM)  # as the exact parse strips it
+    return typed_text(read_bytes(path))
+
+
+def typed_text(data: bytes) -> pa.Table | None:
+    """read_port_file of a file's bytes."""
     header = data[: data.find(b"\n")] if b"\n" in data else data
     if header.removesuffix(b"\r") != HEADER:
         return None
+    return parse_csv(data, skip_rows=1)
+
+
+def parse_csv(data: bytes, skip_rows: int = 0) -> pa.Table | None:
+    """The lines of `data` typed by RAW_TYPES, or None where one would need the exact parse."""
     try:
         table = pcsv.read_csv(
             pa.py_buffer(data),
-            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(RAW), skip_rows=1),
+            read_options=pcsv.ReadOptions(use_threads=False, column_names=list(RAW), skip_rows=skip_rows),
             parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False),
             convert_options=pcsv.ConvertOptions(column_types=RAW_TYPES, strings_can_be_null=False,
                                                 quoted_strings_can_be_null=False, null_values=[""],
@@ -133,115 +145,6 @@ def _holds(table: pa.Table, device: str, port: str) -> bool:
             and pc.all(pc.equal(table.column("DeviceName"), device)).as_py())
 
 
-# SaveTime as delivered: "2024/05/24 星期五 00:00:01.005" (docs/formats/zhejiang.md), 33 bytes of
-# UTF-8: the date, a three-character weekday, the China time of day. Read in place as one record
-# per row of little-endian words: the date, its last two digits with the space and the weekday's
-# first UTF-8 lead byte, the two other lead bytes (three 3-byte characters: the rule's 16th
-# character is then byte 21), the space before the time, "hh:mm:ss" and ".fff".
-SAVE_TIME_BYTES = 33
-SAVE_TIME_RECORD = np.dtype({
-    "names": ["date", "date_end", "lead2", "lead3", "space", "hms", "fraction"],
-    "formats": ["<u8", "<u4", "u1", "u1", "u1", "<u8", "<u4"],
-    "offsets": [0, 8, 14, 17, 20, 21, 29], "itemsize": SAVE_TIME_BYTES})
-LEAD_MASK = 0xF0  # a 3-byte UTF-8 character's lead byte is 0xE_
-CST_MS = 8 * 3_600_000
-DAY_MS = 86_400_000
-
-
-@functools.cache
-def _time_words() -> tuple[np.ndarray, np.ndarray]:
-    """("hh:mm:ss" of each second of a day, ".fff" of each millisecond) as SAVE_TIME_RECORD's words."""
-    def text(values: np.ndarray, width: int) -> np.ndarray:  # the values' digits as bytes, one row each
-        return np.stack([values // 10 ** k % 10 + ord("0") for k in range(width - 1, -1, -1)], axis=1)
-
-    second, milli = np.arange(86_400), np.arange(1000)
-    colon, dot = np.full((86_400, 1), ord(":")), np.full((1000, 1), ord("."))
-    hms = np.hstack([text(second // 3600, 2), colon, text(second // 60 % 60, 2), colon, text(second % 60, 2)])
-    fraction = np.hstack([dot, text(milli, 3)])
-    return hms.astype(np.uint8).view("<u8")[:, 0], fraction.astype(np.uint8).view("<u4")[:, 0]
-
-
-def save_time_unproven(text: pa.ChunkedArray | pa.Array, ms: np.ndarray) -> np.ndarray:
-    """Per row, false where the SaveTime text is shown to name the instant SaveTimeUTC + 8 h, read
-    as the suite's rule save_time_matches_utc reads it (the date, then the text from its 16th
-    character); true where it may not (another layout: every row of the file). Each row's bytes
-    are compared as words with the text its instant gives (its day's date, one per hour folder,
-    and the time of day looked up): about 0.1 ms a file, where the gate's query casts a full
-    hour's 11 M strings (0.9-1.0 s) to find nothing."""
-    n = len(ms)
-    column = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
-    if n == 0 or column.type != pa.string() or column.null_count:
-        return np.ones(n, bool)
-    _, offsets, data = column.buffers()
-    ends = np.frombuffer(offsets, np.int32, n + 1, column.offset * 4)
-    if np.any(np.diff(ends) != SAVE_TIME_BYTES):
-        return np.ones(n, bool)
-    rows = np.frombuffer(data, SAVE_TIME_RECORD, n, int(ends[0]))
-    cst = ms + CST_MS
-    days = cst // DAY_MS
-    of_day = cst - days * DAY_MS
-    seconds = of_day // 1000
-    hms, fraction = _time_words()
-    shown = ((rows["hms"] == hms[seconds]) & (rows["fraction"] == fraction[of_day - seconds * 1000])
-             & (rows["space"] == ord(" ")) & (rows["lead2"] & LEAD_MASK == 0xE0) & (rows["lead3"] & LEAD_MASK == 0xE0))
-    date_end = rows["date_end"] & np.uint32(0xF0FF_FFFF)  # the lead byte's high nibble
-    for day in (days[:1] if days.min() == days.max() else np.unique(days)):
-        date = str(np.datetime64(int(day), "D")).replace("-", "/").encode() + b" \xe0"
-        shown &= (days != day) | ((rows["date"] == np.frombuffer(date[:8], "<u8")[0])
-                                  & (date_end == np.frombuffer(date[8:], "<u4")[0]))
-    return ~shown
-
-
-def line_rate_bps(port: str) -> int | None:
-    return next((bps for prefix, bps in LINE_RATES_BPS if port.startswith(prefix)), None)
-
-
-def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_gap_s: float = MAX_GAP_S,
-                     max_util: float = MAX_UTIL, before: tuple[np.ndarray, np.ndarray] | None = None,
-                     ) -> dict[str, np.ndarray]:
-    """transforms/ports.port_rates over one port's rows in time order: status codes, interval
-    start (ms, NaN for none), interval, dt (ms), bytes/s and utilisation. `before` is the port's
-    carried state of the hour before, (instants, 1 where the row is non-zero) in time order, all
-    before the first row: the rows are rated after it as the window rates them over the union;
-    without it, as if no row came before them."""
-    ahead = 0 if before is None else len(before[0])
-    if ahead:  # the state's rows first: only whether they are zero matters, and their own rates are dropped
-        ms = np.concatenate([np.asarray(before[0], np.int64), ms])
-        counts = [np.concatenate([np.asarray(before[1], np.int64), c]) for c in counts]
-    n = len(ms)
-    mgmt = port == MGMT_PORT
-    if mgmt:  # 32-bit counters: a negative delta has wrapped
-        counts = [np.where(c < 0, c + WRAP, c) for c in counts]
-    negative = np.zeros(n, bool) if mgmt else np.logical_or.reduce([c < 0 for c in counts])
-    zero = np.logical_and.reduce([c == 0 for c in counts])
-    t = ms.astype(np.float64)
-    prev = np.empty(n)
-    prev[:1], prev[1:] = np.nan, t[:-1]
-    updates = np.maximum.accumulate(np.where(zero, -np.inf, t))
-    last_update = np.empty(n)
-    last_update[:1], last_update[1:] = -np.inf, updates[:-1]
-    anchor = np.where(np.isfinite(last_update), last_update, t[0])
-    limit = max_gap_s * 1000.0
-    dt = t - prev
-    status = np.select([np.isnan(prev), dt == 0, dt > limit, ~zero, (t - anchor) <= limit],
-                       [FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA], IDLE)
-    carried = (prev - anchor) <= limit
-    start = np.where(status == UPDATE, np.where(carried, anchor, prev), np.where(status == IDLE, prev, np.nan))
-    seconds = (t - start) / 1000.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        in_bps, out_bps = counts[1] / seconds, counts[3] / seconds
-        bps = line_rate_bps(port)
-        in_util = in_bps * 8 / bps if bps else np.full(n, np.nan)
-        out_util = out_bps * 8 / bps if bps else np.full(n, np.nan)
-    too_fast = (status == UPDATE) & (np.fmax(in_util, out_util) > max_util)
-    status = np.where(negative, NEGATIVE, np.where(too_fast, OVER_LINE_RATE, status))
-    keep = ~np.isnan(start) & ~too_fast & ~negative
-    rates = {"status": status, "start": np.where(keep, start, np.nan), "seconds": np.where(keep, seconds, np.nan),
-             "dt": dt, "in_bps": np.where(keep, in_bps, np.nan), "out_bps": np.where(keep, out_bps, np.nan),
-             "in_util": np.where(keep, in_util, np.nan), "out_util": np.where(keep, out_util, np.nan)}
-    return {name: values[ahead:] for name, values in rates.items()}
-
-
 def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
     """The carried state the pass reads, from the rows of transforms/ports.carried_state (device,
     port, epoch ms, 1 if non-zero) of one hour: per (switch, port), its instants in time order
@@ -252,7 +155,7 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
     return {key: tuple(map(list, zip(*sorted(v)))) for key, v in state.items()}
 
 
-def _nullable(values: np.ndarray) -> pa.Array:
+def nullable(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
 
 
@@ -330,11 +233,11 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
         "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
         "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
                                                mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "interval_s": _nullable(rates["seconds"]), "dt_s": _nullable(rates["dt"] / 1000.0),
+        "interval_s": nullable(rates["seconds"]), "dt_s": nullable(rates["dt"] / 1000.0),
         "counter_wrapped": pa.array(wrapped), "line_rate_bps": pa.nulls(n, pa.int64()) if bps is None
         else pa.array(np.full(n, bps, np.int64)),
-        "in_bytes_per_s": _nullable(rates["in_bps"]), "out_bytes_per_s": _nullable(rates["out_bps"]),
-        "in_util": _nullable(rates["in_util"]), "out_util": _nullable(rates["out_util"]),
+        "in_bytes_per_s": nullable(rates["in_bps"]), "out_bytes_per_s": nullable(rates["out_bps"]),
+        "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
         REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
@@ -363,43 +266,23 @@ def _marker(file: dict) -> pa.Table:
     return pa.table(row, schema=PASS_OUTPUT)
 
 
-def one_file(file: dict, state: dict | None = None) -> pa.Table:
-    table = read_port_file(file["path"])
+def file_rows(table: pa.Table | None, file: dict, state: dict | None = None) -> pa.Table:
+    """The pass's rows of one file typed by read_port_file (None: it needs the exact parse)."""
     if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
         return _marker(file)
     rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])))
     return _marker(file) if rows is None else rows
 
 
-# files' rows handed to the engine together. Sail queues up to 16 batches per task between the
-# function and the engine's writer, so while the pass runs ahead of the write, the batch size
-# sets what waits: measured on a full generated hour (the CLI, 4 + 4 runs alternated), 32 K rows
-# peaked at 1,347-1,847 MiB (median 1,611) against 1,776-2,088 MiB (median 1,890) with 128 K, at the
-# same wall (0.99x); 8 K rows lowered the peak little more and cost 2 % of the wall
+def one_file(file: dict, state: dict | None = None) -> pa.Table:
+    """The pass's rows of one file, read alone: portgroup's reference."""
+    return file_rows(read_port_file(file["path"]), file, state)
+
+
+# files' rows handed to the engine together (at most; portgroup). Sail queues up to 16 batches per
+# task between the function and the engine's writer, so while the pass runs ahead of the write,
+# the batch size sets what waits: measured on a full generated hour (the CLI, 4 + 4 runs
+# alternated), 32 K rows peaked at 1,347-1,847 MiB (median 1,611) against 1,776-2,088 MiB (median
+# 1,890) with 128 K, at the same wall (0.99x); 8 K rows lowered the peak little more and cost 2 %
+# of the wall
 BATCH_ROWS = 32_768
-
-
-def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
-                state: dict | None = None, dictionary: bool = False) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: rows of FILE_COLUMNS in, OUTPUT rows out, file by file, handed
-    over in batches of about BATCH_ROWS rows; each file done is told to io.progress. `state`:
-    state_of the hour before the files' hour. With `dictionary` (the engine takes them:
-    io.frames.takes_dictionary_strings), the REPEATED_STRINGS come as dictionaries."""
-    def handed(tables: list[pa.Table]) -> list[pa.RecordBatch]:
-        table = pa.concat_tables(tables)
-        return (table if dictionary else table.cast(OUTPUT)).combine_chunks().to_batches()
-
-    pending: list[pa.Table] = []
-    rows = 0
-    for batch in batches:
-        for file in batch.to_pylist():
-            table = one_file(file, state)
-            progress.tally(tally_folder, file["path"], table.num_rows)
-            pending.append(table)
-            rows += table.num_rows
-            if rows >= BATCH_ROWS:
-                yield from handed(pending)
-                pending, rows = [], 0
-    if pending:
-        yield from handed(pending)
-

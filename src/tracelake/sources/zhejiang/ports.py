@@ -41,7 +41,7 @@ from tracelake.io.staging import Checked, Scratch, stage
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import RawFile, check_header, file_size, read_lines, regular_file
 from tracelake.schema import TableSchema, load_schema
-from tracelake.sources.zhejiang import portpass
+from tracelake.sources.zhejiang import portgroup, portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: the generator uses them too)
     PORT_FILE,
@@ -186,7 +186,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
     marker rows (portpass.EXACT: files to parse line by line, which carry a parse problem so
     that nothing counts them as rows)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
-    parse = partial(portpass.parse_files, state=state, dictionary=takes_dictionary_strings(spark))
+    parse = partial(portgroup.parse_files, state=state, dictionary=takes_dictionary_strings(spark))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), portpass.OUTPUT_DDL)
     marker = F.col(portpass.EXACT)
     no_problem = F.array().cast("array<string>")

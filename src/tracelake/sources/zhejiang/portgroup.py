@@ -1,0 +1,191 @@
+"""The one pass over port files a group at a time: portpass's checks and rates for many files in one
+CSV parse and one set of numpy operations, where file by file the Python around them cost as
+much as the parse itself.
+
+A group is GROUP_FILES files of one task. Each file is read once; those whose bytes the group
+parse may take (the documented header alone on its line, LF line ends, at least one line) are
+parsed together, and every check portpass makes per file is made per file on the whole group at
+once. A file the group cannot take as it is (an instant out of order or twice, the 32-bit
+management port, polls that overlap the hour before, a failed check) is handed to portpass's
+per-file functions with its slice of the group's rows, so its rows, marker or RERATE are
+exactly what portpass gives it alone. When the group's parse fails (a file that needs the exact
+parse is among them), each file is parsed alone from the bytes already read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracelake.io import progress
+from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
+from tracelake.sources.zhejiang import portpass
+from tracelake.sources.zhejiang.layout import MGMT_PORT
+from tracelake.sources.zhejiang.portpass import (
+    COUNTERS,
+    EXACT,
+    OUTPUT,
+    PASS_OUTPUT,
+    REPEATED_INSTANT,
+    RERATE,
+    SAVE_TIME_UNPROVEN,
+    STATUS_NAMES,
+)
+from tracelake.sources.zhejiang.portrates import line_rate_bps, segment_rates
+from tracelake.sources.zhejiang.savetime import save_time_unproven_files
+
+# files per group: see parse_files
+GROUP_FILES = 16
+
+
+def _any_per_file(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(len(starts), bool)
+
+
+def _names_differ(column: pa.ChunkedArray, names: list[str]) -> np.ndarray:
+    """Per file (a chunk each), whether a row names other than the file's `names` entry: each
+    chunk's value bytes compared in one go with the name repeated."""
+    differ = np.zeros(len(names), bool)
+    for i, (chunk, name) in enumerate(zip(column.chunks, names)):
+        _, offsets, data = chunk.buffers()
+        ends = np.frombuffer(offsets, np.int32, len(chunk) + 1, chunk.offset * 4)
+        encoded = name.encode()
+        same = bool(np.all(np.diff(ends) == len(encoded))) and data.slice(
+            int(ends[0]), int(ends[-1] - ends[0])).equals(pa.py_buffer(encoded * len(chunk)))
+        differ[i] = not same
+    return differ
+
+
+def _alone(table: pa.Table, starts: np.ndarray, files: list[dict], state: dict) -> np.ndarray:
+    """Per file (a chunk each of `table`), whether portpass must take it alone (module docstring)."""
+    ms = table.column("SaveTimeUTC").to_numpy()
+    bad = (ms < EPOCH_MS_MIN) | (ms > EPOCH_MS_MAX)
+    for name in ("InRatio", "OutRatio"):
+        bad |= ~np.isfinite(table.column(name).to_numpy())
+    rising = np.ones(len(ms), bool)
+    rising[1:] = ms[1:] > ms[:-1]
+    rising[starts] = True
+    alone = _any_per_file(bad | ~rising, starts)
+    alone |= _names_differ(table.column("PortName"), [f["file_port_name"] for f in files])
+    alone |= _names_differ(table.column("DeviceName"), [f["folder_device_name"] for f in files])
+    for i, file in enumerate(files):
+        before = state.get((file["folder_device_name"], file["file_port_name"]))
+        alone[i] |= file["file_port_name"] == MGMT_PORT or bool(
+            before is not None and len(before[0]) and ms[starts[i]] <= before[0][-1])
+    return alone
+
+
+def _per_file(values: list[str], segment: np.ndarray) -> pa.DictionaryArray:
+    """Each row's file's value, as a dictionary of the group's distinct values."""
+    distinct, codes = np.unique(np.array(values, dtype=object), return_inverse=True)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)[segment]), pa.array(distinct, pa.string()))
+
+
+def _with_state(ms: np.ndarray, counts: list[np.ndarray], sizes: np.ndarray, befores: list) -> tuple:
+    """(instants, counters, series sizes, own rows) with each file's carried state (portpass.state_of's
+    entry: instants, 1 where non-zero) ahead of its rows, as standalone_rates puts it."""
+    if not any(b is not None and len(b[0]) for b in befores):
+        return ms, counts, sizes, None
+    edges = np.concatenate([[0], np.cumsum(sizes)])
+    ahead = [np.asarray(b[0] if b is not None else [], np.int64) for b in befores]
+    nonzero = [np.asarray(b[1] if b is not None else [], np.int64) for b in befores]
+
+    def woven(rows: np.ndarray, state: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate([p for i in range(len(sizes)) for p in (state[i], rows[edges[i]:edges[i + 1]])])
+
+    own = woven(np.ones(len(ms), bool), [np.zeros(len(a), bool) for a in ahead])
+    return (woven(ms, ahead), [woven(c, nonzero) for c in counts], sizes + [len(a) for a in ahead], own)
+
+
+def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: dict) -> pa.Table:
+    """portpass._rated of files that are each in time order with no instant twice, no 32-bit port
+    and no overlap with the hour before: their rows (one after another, `counts` each) rated in one go."""
+    n, k = table.num_rows, len(files)
+    segment = np.repeat(np.arange(k), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    ms = table.column("SaveTimeUTC").to_numpy()
+    values = [table.column(c).to_numpy() for c in COUNTERS]
+    befores = [state.get((f["folder_device_name"], f["file_port_name"])) for f in files]
+    series_ms, series_counts, sizes, own = _with_state(ms, values, counts, befores)
+    rates_bps = [line_rate_bps(f["file_port_name"]) for f in files]
+    rates = segment_rates(series_ms, series_counts, np.repeat(np.arange(k), sizes),
+                          np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
+                          np.repeat([np.nan if b is None else float(b) for b in rates_bps], sizes))
+    if own is not None:
+        rates = {name: v[own] for name, v in rates.items()}
+    start = rates["start"]
+    bps = np.repeat([0 if b is None else b for b in rates_bps], counts).astype(np.int64)
+    no_rate = np.repeat([b is None for b in rates_bps], counts)
+    false = pa.array(np.zeros(n, bool))
+    columns = {
+        "hour_cst": _per_file([f["hour_cst"] for f in files], segment),
+        "device_name": _per_file([f["folder_device_name"] for f in files], segment),
+        "port_name": _per_file([f["file_port_name"] for f in files], segment),
+        "save_time_utc": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
+        "save_time": table.column("SaveTime"),
+        **{name: table.column(raw) for name, raw in (("in_pkts", "InPkts"), ("in_octets", "InOctets"),
+                                                       ("out_pkts", "OutPkts"), ("out_octets", "OutOctets"),
+                                                       ("in_ratio", "InRatio"), ("out_ratio", "OutRatio"))},
+        "folder_device_name": _per_file([f["folder_device_name"] for f in files], segment),
+        "file_port_name": _per_file([f["file_port_name"] for f in files], segment),
+        "source_file": _per_file([f["source_file"] for f in files], segment),
+        "line_number": pa.array(np.arange(n, dtype=np.int64) - np.repeat(starts, counts) + 2),
+        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
+        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
+                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
+        "interval_s": portpass.nullable(rates["seconds"]), "dt_s": portpass.nullable(rates["dt"] / 1000.0),
+        "counter_wrapped": false,
+        "line_rate_bps": pa.array(bps, mask=no_rate) if no_rate.any() else pa.array(bps),
+        "in_bytes_per_s": portpass.nullable(rates["in_bps"]), "out_bytes_per_s": portpass.nullable(rates["out_bps"]),
+        "in_util": portpass.nullable(rates["in_util"]), "out_util": portpass.nullable(rates["out_util"]),
+        REPEATED_INSTANT: false,
+        SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
+        REPEAT_COPY: false, EXACT: false, RERATE: false,
+    }
+    return pa.table(columns, schema=PASS_OUTPUT)
+
+
+def one_group(files: list[dict], state: dict | None = None) -> tuple[list[pa.Table], list[int]]:
+    """(the group's tables, the rows each file gave): one table of the files rated together, and
+    one per file taken alone. Each file is read and parsed once (portpass.read_port_file)."""
+    state = state or {}
+    typed = [portpass.read_port_file(f["path"]) for f in files]
+    together = [i for i, t in enumerate(typed) if t is not None and t.num_rows]
+    tables, rows = [], [0] * len(files)
+    alone = np.ones(len(files), bool)
+    if together:
+        parsed = pa.concat_tables([typed[i] for i in together])
+        counts = np.array([typed[i].num_rows for i in together], np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        apart = _alone(parsed, starts, [files[i] for i in together], state)
+        alone[together] = apart
+        if not apart.all():
+            kept = [i for i, a in zip(together, apart) if not a]
+            rated = parsed if not apart.any() else pa.concat_tables([typed[i] for i in kept])
+            tables.append(rated_group(rated, counts[~apart], [files[i] for i in kept], state))
+            for i in kept:
+                rows[i] = typed[i].num_rows
+    for i in np.nonzero(alone)[0]:
+        tables.append(portpass.file_rows(typed[i], files[i], state))
+        rows[i] = tables[-1].num_rows
+    return tables, rows
+
+
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
+                state: dict | None = None, dictionary: bool = False) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: rows of portpass.FILE_COLUMNS in, OUTPUT rows out, GROUP_FILES files
+    at a time, handed over in batches of at most portpass.BATCH_ROWS rows; the files of each group
+    done are told to io.progress. `state`: portpass.state_of the hour before the files' hour. With
+    `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
+    REPEATED_STRINGS come as dictionaries."""
+    for batch in batches:
+        files = batch.to_pylist()
+        for first in range(0, len(files), GROUP_FILES):
+            group = files[first:first + GROUP_FILES]
+            tables, rows = one_group(group, state)
+            progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
+            table = pa.concat_tables(tables)
+            yield from (table if dictionary else table.cast(OUTPUT)).to_batches(max_chunksize=portpass.BATCH_ROWS)
