@@ -73,7 +73,9 @@ class Checked:
     verified: Mapping[str, str] = field(default_factory=dict)
     # quarantine rules (expectation ids) no row of `frame` can fail: the parse checked them on every
     # row it yields (a file that would fail one goes the exact way), so `frame`'s flags for them
-    # are staged as false without evaluating them (quality.split.staged_form)
+    # are staged as false without evaluating them (quality.split.staged_form); none of their columns
+    # is missing either, so when the parse held whole the gate takes their figures from the rows
+    # counted, without its scan (quality.gate.run_gate's `settled`)
     proven: Collection[str] = ()
     # a boolean column of `frame` whose true rows are staged in files of their own (apart_folder):
     # the others' files can then be a derived table's too (e.g. the port pass's rates)

@@ -111,7 +111,8 @@ def prepare_table(
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
-                    cleared=cleared)
+                    cleared=cleared, settled=parse.proven if held and isinstance(parse, Checked) else (),
+                    rows=rows_flagged + rows_clean)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if repeated:
         gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(~failed & repeat))))

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tracelake.io.parse import REPEAT_COPY
-from tracelake.sources.zhejiang import portpass
+from tracelake.sources.zhejiang import portgroup, portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import (
     carried_state,
@@ -191,6 +191,9 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
     asked: list[str] = []
     real_query = gate._query_rows
     monkeypatch.setattr(gate, "_query_rows", lambda df, ident, query: asked.append(ident) or real_query(df, ident, query))
+    scans: list[str] = []  # the map rules' scan, asked for bronze.zj_port_counters' name rules
+    real_in_domain = gate.in_domain
+    monkeypatch.setattr(gate, "in_domain", lambda exp: scans.append(exp["meta"]["id"]) or real_in_domain(exp))
     chosen = [("NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825", p) for p in PORTS]
     files = write_port_hour(tmp_path / "raw", "2024052400", chosen,
                             lambda folder, port, t: (np.full_like(t, 0.2), np.full_like(t, 0.1)), seed=5)
@@ -202,6 +205,12 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
         key = ops.filter(F.col("expectation_id") == rule).select(
             "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
         assert [tuple(r) for r in key] == [(True, rows, 0, 0.0, "0")]
+    # the name rules the pass proved: their figures are the rows counted, with no scan of the gate's
+    for rule in ("port_matches_file_name", "device_matches_folder"):
+        proven = ops.filter(F.col("expectation_id") == rule).select(
+            "success", "element_count", "unexpected_count", "unexpected_percent").collect()
+        assert [tuple(r) for r in proven] == [(True, rows, 0, 0.0)]
+    assert scans == []
 
     lines = files[0].read_text(encoding="utf-8").splitlines()
     files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
@@ -267,8 +276,8 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
     files = pa.RecordBatch.from_pylist([
         {"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
          "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
-    plain = pa.Table.from_batches(list(portpass.parse_files(iter([files]))))
-    coded = pa.Table.from_batches(list(portpass.parse_files(iter([files]), dictionary=True)))
+    plain = pa.Table.from_batches(list(portgroup.parse_files(iter([files]))))
+    coded = pa.Table.from_batches(list(portgroup.parse_files(iter([files]), dictionary=True)))
     assert plain.schema == portpass.OUTPUT and coded.schema == portpass.PASS_OUTPUT
     assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in portpass.REPEATED_STRINGS
                                                                        for f in coded.schema]
@@ -277,3 +286,54 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
     assert plain.column(portpass.EXACT).to_pylist().count(True) == 1
     assert plain.column(REPEAT_COPY).to_pylist().count(True) == 1
     assert set(plain.column("port_name").drop_null().to_pylist()) == {PORTS[0], PORTS[1]}
+
+
+def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_path):
+    """portgroup rates most of a group's files together; every file's rows (values, rates, flags,
+    markers) equal portpass.one_file's for it alone. The group holds files in order, one ending
+    without a newline, a poll delivered twice, two rows swapped, the management port, a row naming
+    another port, a line that needs the exact parse, one SaveTime of another layout, a header
+    alone, and files continuing from a carried state with and without an overlap."""
+    from tracelake.sources.zhejiang.synth.ports import write_port_hour
+
+    folder = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
+    ports = [MGMT_PORT, *[f"TwoHundredGigE1/0/{n}:1" for n in range(1, 12)]]
+    paths = write_port_hour(tmp_path, "2024052400", [(folder, p) for p in ports],
+                            lambda f, port, t: (np.full_like(t, 0.3), np.full_like(t, 0.1)), seed=11)
+    texts = {p: p.read_text(encoding="utf-8") for p in paths}
+    lines = {p: t.splitlines() for p, t in texts.items()}
+    files = [{"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
+              "file_port_name": next(port for port in ports if lines[p][1].split(",")[3] == port)} for p in paths]
+    port_of = {f["path"]: f["file_port_name"] for f in files}
+    named = {port_of[str(p)]: p for p in paths}
+
+    def rewrite(port: str, body: list[str], end: str = "\n") -> None:
+        named[port].write_text("\n".join(body) + end, encoding="utf-8")
+
+    p1, p2, p3, p4, p5, p6, p7, p8, p9, p10 = (named[f"TwoHundredGigE1/0/{n}:1"] for n in range(1, 11))
+    rewrite(port_of[str(p1)], lines[p1], end="")  # no newline at the end
+    rewrite(port_of[str(p2)], [*lines[p2], lines[p2][-1]])  # a poll twice
+    rewrite(port_of[str(p3)], [lines[p3][0], lines[p3][2], lines[p3][1], *lines[p3][3:]])  # two rows swapped
+    rewrite(port_of[str(p4)], [*lines[p4][:5], lines[p4][5].replace(port_of[str(p4)], port_of[str(p5)]), *lines[p4][6:]])
+    rewrite(port_of[str(p5)], [*lines[p5], "not,a,poll"])  # the exact parse
+    other = lines[p6][3].split(",")
+    other[0] = other[0].replace("/", "-")  # another layout of one SaveTime: only this file's rows are unproven
+    rewrite(port_of[str(p6)], [*lines[p6][:3], ",".join(other), *lines[p6][4:]])
+    rewrite(port_of[str(p7)], lines[p7][:1])  # the header alone
+    first = {port_of[str(p)]: int(lines[p][1].split(",")[1]) for p in (p8, p9)}
+    state = {(DEVICE, port_of[str(p8)]): ([first[port_of[str(p8)]] - 900, first[port_of[str(p8)]] - 400], [1, 0]),
+             (DEVICE, port_of[str(p9)]): ([first[port_of[str(p9)]] - 400, first[port_of[str(p9)]]], [1, 1])}
+
+    key = [("source_file", "ascending"), ("line_number", "ascending")]
+    alone = pa.concat_tables([portpass.one_file(f, state) for f in files]).cast(portpass.OUTPUT).sort_by(key)
+    tables, rows = portgroup.one_group(files, state)
+    grouped = pa.concat_tables(tables).cast(portpass.OUTPUT).sort_by(key)
+    assert grouped.equals(alone)
+    assert len(tables) == 1 + 7  # the rated group, and each of: mgmt, twice, swapped, other port, exact, header, overlap
+    assert rows == [alone.filter(pa.compute.equal(alone.column("source_file"), f["source_file"])).num_rows for f in files]
+    assert sorted(alone.filter(alone.column(portpass.EXACT)).column("source_file").to_pylist()) == sorted(
+        p.name for p in (p4, p5, p7))  # another port, the exact parse, the header alone
+    unproven = alone.filter(alone.column(portpass.SAVE_TIME_UNPROVEN)).column("source_file").unique().to_pylist()
+    assert unproven == [p6.name]
+    rerated = set(alone.filter(alone.column(portpass.RERATE)).column("source_file").unique().to_pylist())
+    assert {p9.name, p8.name} & rerated == {p9.name}
