@@ -37,7 +37,7 @@ from tracelake.delta.catalog import (
 )
 from tracelake.delta.fingerprint import changed_partitions, unchanged
 from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, stage_partition_beside, staged_pieces
-from tracelake.delta.staged_files import commit_staged, commits_staged
+from tracelake.delta.staged_files import commit_staged, commits_staged, staged_rows
 from tracelake.io import objectstore
 from tracelake.io.staging import Scratch, heal_folder_name, stage, write_staged
 from tracelake.schema import TableSchema
@@ -102,6 +102,7 @@ class StagedRows:
 
     frame: DataFrame
     files: Scratch | None = None
+    rows: int | None = None  # frame's row count where the files' footers give it (staged_rows)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside
             own = None if df.rows is None else conform(df.rows, schema)
             frame = stage_partition_beside(df.whole.sparkSession, own, df.files, schema, partitions[0], path)
             if frame is not None:
-                return StagedRows(frame, path)
+                return StagedRows(frame, path, staged_rows(path.local()))
         df = df.whole
     rows = conform(df, schema)
     if commits_staged(config, schema, list(partitions or ())):

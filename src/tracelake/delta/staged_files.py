@@ -61,6 +61,14 @@ def link_beside(files: Path, folder: Path) -> None:
         _link_or_copy(staged, folder / f"part-{uuid.uuid4().hex}-beside.parquet")
 
 
+def staged_rows(path: Path) -> int:
+    """The rows of the Parquet files under `path`, from their footers: a staged partition's count
+    without a scan of it (the commit's numRecords come from the same place)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(staged).metadata.num_rows for staged in Path(path).rglob("*.parquet"))
+
+
 def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Path) -> None:
     """Make the partition hold exactly the Parquet files under `path` (layout.stage_partition's,
     or a parse's, whose sub-folders io.staging.write_staged's `apart` made), in one commit; the

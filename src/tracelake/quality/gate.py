@@ -271,9 +271,11 @@ def run_gate(
     rows were staged), which is then summed instead of evaluated again. `cleared` names
     unexpected_rows rules the parse already checked for every row and found nothing for
     (io.staging.Checked.verified): recorded as passed, with the figures their query would give,
-    without running it. `settled` names map rules the parse proved on every row of `df`, whose
-    `rows` rows it counted: none of their columns is missing and none is rejected
-    (io.staging.Checked.proven); when every map rule is, their one scan is not run."""
+    without running it. `rows` is df's row count where it is known without a scan (the bronze
+    step counted it; a staged partition's footers give it). `settled` names map rules the parse
+    proved on every row of `df`: none of their columns is missing and none is rejected
+    (io.staging.Checked.proven). With `rows` and every map rule settled (or none), the scan
+    for the map rules and the row count is not run."""
     expectations = suite.get("expectations", [])
     by_id = {expectation_id(e): e for e in expectations}
     for ident, exp in by_id.items():

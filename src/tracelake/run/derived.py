@@ -23,7 +23,7 @@ def publish_derived(
     `partitions` only those partitions (df holds exactly their new rows)."""
     schema = load_schema(table)
     staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
-    gate = run_gate(staged.frame, load_suite(table), None)
+    gate = run_gate(staged.frame, load_suite(table), None, rows=staged.rows)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)

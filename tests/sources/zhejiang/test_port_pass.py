@@ -211,6 +211,9 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
             "success", "element_count", "unexpected_count", "unexpected_percent").collect()
         assert [tuple(r) for r in proven] == [(True, rows, 0, 0.0)]
     assert scans == []
+    # silver's rows are the pass's files as they lie: its row count comes from their footers
+    has_rows = ops.filter((F.col("table_name") == "silver.zj_port_rates") & (F.col("expectation_id") == "has_rows"))
+    assert [tuple(r) for r in has_rows.select("success", "observed_value").collect()] == [(True, str(rows))]
 
     lines = files[0].read_text(encoding="utf-8").splitlines()
     files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
