@@ -1,15 +1,13 @@
 """The one pass over port files a group at a time: portpass's checks and rates for many files in one
-CSV parse and one set of numpy operations, where file by file the Python around them cost as
-much as the parse itself.
+set of numpy operations, where file by file the Python around them cost as much as the parse.
 
-A group is GROUP_FILES files of one task. Each file is read once; those whose bytes the group
-parse may take (the documented header alone on its line, LF line ends, at least one line) are
-parsed together, and every check portpass makes per file is made per file on the whole group at
-once. A file the group cannot take as it is (an instant out of order or twice, the 32-bit
-management port, polls that overlap the hour before, a failed check) is handed to portpass's
-per-file functions with its slice of the group's rows, so its rows, marker or RERATE are
-exactly what portpass gives it alone. When the group's parse fails (a file that needs the exact
-parse is among them), each file is parsed alone from the bytes already read.
+A group is GROUP_FILES files of one task. Each file is read and parsed once, alone
+(portpass.read_port_file: parsing several files' bytes in one call was measured no faster); the
+checks portpass makes per file are then made per file over the whole group at once, and the
+files that pass them are rated together (portrates.segment_rates). A file the group cannot take
+as it is (an instant out of order or twice, the 32-bit management port, polls that overlap the
+hour before, a failed check, no rows, a parse that failed) goes to portpass's per-file functions
+with its own rows, so its rows, marker or RERATE are exactly what portpass gives it alone.
 """
 
 from __future__ import annotations
@@ -37,7 +35,8 @@ from tracelake.sources.zhejiang.portpass import (
 from tracelake.sources.zhejiang.portrates import line_rate_bps, segment_rates
 from tracelake.sources.zhejiang.savetime import save_time_unproven_files
 
-# files per group: see parse_files
+# files per group: enough to spread the group's Python over many files (measured at this size only,
+# docs/engine-notes.md); what waits in Sail's queue is still bounded by portpass.BATCH_ROWS
 GROUP_FILES = 16
 
 
