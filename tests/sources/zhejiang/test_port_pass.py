@@ -340,3 +340,33 @@ def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_pa
     assert unproven == [p6.name]
     rerated = set(alone.filter(alone.column(portpass.RERATE)).column("source_file").unique().to_pylist())
     assert {p9.name, p8.name} & rerated == {p9.name}
+
+
+def test_the_checks_judge_each_file_by_all_of_its_own_rows_whatever_its_chunks():
+    """portpass.failed_checks per file, on tables of several chunks (a file over the CSV reader's
+    1 MB block parses into more than one): a name or an instant that fails in a later chunk is
+    found, and each file is judged by its own rows only."""
+    at = 1_716_480_001_000
+
+    def rows(port: str, ms: list[int], device: str = DEVICE, ratio: float = 0.5) -> pa.Table:
+        n = len(ms)
+        return pa.table({"SaveTime": ["x"] * n, "SaveTimeUTC": pa.array(ms, pa.int64()), "DeviceName": [device] * n,
+                         "PortName": [port] * n, **{c: pa.array([1] * n, pa.int64()) for c in portpass.COUNTERS},
+                         "InRatio": [ratio] * n, "OutRatio": [ratio] * n},
+                        schema=pa.schema([(c, portpass.RAW_TYPES[c]) for c in portpass.RAW]))
+
+    a, b = PORTS[1], PORTS[2]
+    tables = [
+        pa.concat_tables([rows(a, [at, at + 500]), rows(a, [at + 1000])]),  # holds, in two chunks
+        pa.concat_tables([rows(b, [at, at + 500]), rows(a, [at + 1000])]),  # its second chunk names port a
+        pa.concat_tables([rows(a, [at]), rows(a, [4_200_000_000_000])]),  # an instant after 2099, second chunk
+        pa.concat_tables([rows(a, [at]), rows(a, [at + 500], device="other")]),  # another switch
+        pa.concat_tables([rows(a, [at]), rows(a, [at + 500], ratio=float("nan"))]),  # a ratio not finite
+        rows(a, []),  # no rows: the exact parse reads it
+        rows(b, [at, at + 500]),  # holds
+    ]
+    ports = [a, b, a, a, a, a, b]
+    assert [t.column("PortName").num_chunks for t in tables[:5]] == [2] * 5
+    got = portpass.failed_checks(tables, [DEVICE] * len(tables), ports)
+    assert got.tolist() == [False, True, True, True, True, True, False]
+    assert [portpass._holds(t, DEVICE, p) for t, p in zip(tables, ports)] == [not g for g in got.tolist()]

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelake.io import progress
-from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
+from tracelake.io.parse import REPEAT_COPY
 from tracelake.sources.zhejiang import portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portpass import (
@@ -40,40 +40,15 @@ from tracelake.sources.zhejiang.savetime import save_time_unproven_files
 GROUP_FILES = 16
 
 
-def _any_per_file(flags: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    return np.logical_or.reduceat(flags, starts) if len(flags) else np.zeros(len(starts), bool)
-
-
-def _names_differ(column: pa.ChunkedArray, names: list[str]) -> np.ndarray:
-    """Per file (a chunk each), whether a row names other than the file's `names` entry: each
-    chunk's value bytes compared in one go with the name repeated."""
-    differ = np.zeros(len(names), bool)
-    for i, (chunk, name) in enumerate(zip(column.chunks, names)):
-        _, offsets, data = chunk.buffers()
-        ends = np.frombuffer(offsets, np.int32, len(chunk) + 1, chunk.offset * 4)
-        encoded = name.encode()
-        same = bool(np.all(np.diff(ends) == len(encoded))) and data.slice(
-            int(ends[0]), int(ends[-1] - ends[0])).equals(pa.py_buffer(encoded * len(chunk)))
-        differ[i] = not same
-    return differ
-
-
-def _alone(table: pa.Table, starts: np.ndarray, files: list[dict], state: dict) -> np.ndarray:
-    """Per file (a chunk each of `table`), whether portpass must take it alone (module docstring)."""
-    ms = table.column("SaveTimeUTC").to_numpy()
-    bad = (ms < EPOCH_MS_MIN) | (ms > EPOCH_MS_MAX)
-    for name in ("InRatio", "OutRatio"):
-        bad |= ~np.isfinite(table.column(name).to_numpy())
-    rising = np.ones(len(ms), bool)
-    rising[1:] = ms[1:] > ms[:-1]
-    rising[starts] = True
-    alone = _any_per_file(bad | ~rising, starts)
-    alone |= _names_differ(table.column("PortName"), [f["file_port_name"] for f in files])
-    alone |= _names_differ(table.column("DeviceName"), [f["folder_device_name"] for f in files])
-    for i, file in enumerate(files):
+def _alone(tables: list[pa.Table], files: list[dict], state: dict) -> np.ndarray:
+    """Per file, whether portpass must take it alone (module docstring)."""
+    alone = portpass.failed_checks(tables, [f["folder_device_name"] for f in files],
+                                   [f["file_port_name"] for f in files])
+    for i, (table, file) in enumerate(zip(tables, files)):
+        ms = table.column("SaveTimeUTC").to_numpy()
         before = state.get((file["folder_device_name"], file["file_port_name"]))
-        alone[i] |= file["file_port_name"] == MGMT_PORT or bool(
-            before is not None and len(before[0]) and ms[starts[i]] <= before[0][-1])
+        alone[i] |= (file["file_port_name"] == MGMT_PORT or bool(np.any(ms[1:] <= ms[:-1]))
+                     or bool(before is not None and len(before[0]) and ms[0] <= before[0][-1]))
     return alone
 
 
@@ -156,17 +131,14 @@ def one_group(files: list[dict], state: dict | None = None) -> tuple[list[pa.Tab
     tables, rows = [], [0] * len(files)
     alone = np.ones(len(files), bool)
     if together:
-        parsed = pa.concat_tables([typed[i] for i in together])
-        counts = np.array([typed[i].num_rows for i in together], np.int64)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        apart = _alone(parsed, starts, [files[i] for i in together], state)
+        apart = _alone([typed[i] for i in together], [files[i] for i in together], state)
         alone[together] = apart
-        if not apart.all():
-            kept = [i for i, a in zip(together, apart) if not a]
-            rated = parsed if not apart.any() else pa.concat_tables([typed[i] for i in kept])
-            tables.append(rated_group(rated, counts[~apart], [files[i] for i in kept], state))
-            for i in kept:
-                rows[i] = typed[i].num_rows
+        kept = [i for i, a in zip(together, apart) if not a]
+        if kept:
+            counts = np.array([typed[i].num_rows for i in kept], np.int64)
+            tables.append(rated_group(pa.concat_tables([typed[i] for i in kept]), counts, [files[i] for i in kept], state))
+            for i, n in zip(kept, counts):
+                rows[i] = int(n)
     for i in np.nonzero(alone)[0]:
         tables.append(portpass.file_rows(typed[i], files[i], state))
         rows[i] = tables[-1].num_rows
