@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
@@ -135,6 +136,9 @@ class _GxRunner:
             self._context.validation_definitions.delete(name)
             self._context.suites.delete(name)
         return list(result.results)
+
+
+_GX_LOCK = threading.Lock()  # tables may be prepared in threads (run.alongside)
 
 
 @lru_cache(maxsize=1)
@@ -304,6 +308,14 @@ def _gx_results(
 ) -> list[RuleResult]:
     """Results of the rule types only GX evaluates; the rows a quarantine rule of such a type
     fails are added to `quarantined` by id (brought to the driver: keep such rules rare)."""
+    with _GX_LOCK:  # one ephemeral context per process: its suites are added and deleted by name
+        return _gx_results_of(df, expectations, by_id, row_id_column, quarantined)
+
+
+def _gx_results_of(
+    df: DataFrame, expectations: list[dict], by_id: dict[str, dict], row_id_column: str | None,
+    quarantined: dict[str, list[str]],
+) -> list[RuleResult]:
     results: list[RuleResult] = []
     runner = _runner()
     summary = [e for e in expectations if e["meta"]["severity"] != "quarantine"]

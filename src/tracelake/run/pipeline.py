@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
@@ -23,8 +24,9 @@ from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage
 from tracelake.io.staging import LEFT_BEHIND, Scratch
 from tracelake.io.storetree import Listing, StorePath
+from tracelake.run.alongside import prepare_batch
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
-from tracelake.run.bronze import commit_table, prepare_table
+from tracelake.run.bronze import PreparedTable, commit_table, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
 from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, generated_names, get_source
@@ -159,17 +161,22 @@ def _ingest_batch(
     engine: Engine, config: Config, run: Run, batch: list[TableInput], per_hour: list[Derived], hour: str,
     step: Step, files: list[int],
 ) -> list[TableStats]:
-    """Prepare every input of the batch before its first write, commit them, rebuild the
-    per-hour derived tables; the stats of every table written, with the partitions changed.
+    """Prepare every input of the batch before its first write (the small ones alongside the
+    big one: run.alongside), commit them, rebuild the per-hour derived tables; the stats of
+    every table written, with the partitions changed.
     `files` is [raw files done, in the run] and is counted on."""
-    prepared = []
-    for item in batch:
+    counted = threading.Lock()
+
+    def prepare(item: TableInput) -> PreparedTable:
         with step(f"{item.table}: {len(item.files)} file(s){hour}") as note, \
                 progress.watching(run.staging / "progress" / item.table) as watch:
             _note(note, live=watch)
-            prepared.append(prepare_table(engine.spark, config, run, item.table, item.files, item.parser))
-            files[0] += len(item.files)
-            _note(note, rows=prepared[-1].rows_read, files=tuple(files))
+            table = prepare_table(engine.spark, config, run, item.table, item.files, item.parser)
+            with counted:
+                files[0] += len(item.files)
+                _note(note, rows=table.rows_read, files=tuple(files))
+        return table
+    prepared = prepare_batch(batch, prepare)
     committed = []
     for table in prepared:
         with step(f"{table.table}: writing{hour}") as note:
