@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -130,6 +131,8 @@ def _instrument(totals: dict[str, list[float]]) -> None:
                 wall, cpu = time.perf_counter(), time.process_time()
                 label = (f"{_n} {args[2].full_name}" if _n == "commit"  # per table
                          else f"{_n} {args[1].full_name}" if _n == "stage_rows" else _n)
+                if threading.current_thread() is not threading.main_thread():  # run/alongside.py: overlaps the rest
+                    label += " (alongside)"
                 try:
                     return _f(*args, **kwargs)
                 finally:

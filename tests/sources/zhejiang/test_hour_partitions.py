@@ -130,6 +130,11 @@ def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine
 
     assert stats[ports.RATES_TABLE].partitions == ((HOURS[1],),)
     assert history(engine, rates_path, 1)[0].version == version + 1  # one commit: hour 2 only
+
+    def inodes(table: str) -> set[int]:
+        uris = DeltaTable(config.table_path(*table.split("."))).file_uris([("hour_cst", "=", HOURS[1])])
+        return {Path(u.removeprefix("file://")).stat().st_ino for u in uris}
+    assert inodes(ports.RATES_TABLE) & inodes(ports.TABLE)  # the only hour replaced: its rates are its staged files
     after = _by_hour(_table(spark, config, "silver", "zj_port_rates"))
     assert after[HOURS[0]] == before[HOURS[0]] and after[HOURS[2]] == before[HOURS[2]]
     assert after[HOURS[1]] != before[HOURS[1]]

@@ -300,17 +300,20 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: S
     after = {shift_hour(h, -1): h for h in own if shift_hour(h, -1) not in own}  # a carried hour -> the hour it precedes
     passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
     following = [h for h in hours if h not in own]
+    # first the hours after: when none of them changes (a retried hour), the changed hour is the
+    # only one replaced, and its rates can be the files its counters were staged in
+    rebuilt, redone = following_hours(counters, stored, following, scratch) if following else ([], [])
     if passed is not None and portpass.RERATE in passed.columns:  # the one pass rated them on from the hour before
-        rates = from_pass(passed, counters, after, own[0], scratch, alone=not following)
+        rates = from_pass(passed, counters, after, own[0], scratch, alone=not redone)
     else:
         rows = passed if passed is not None else counters.filter(F.col("hour_cst").isin(own))
         firsts = first_instants(rows.filter(F.col("hour_cst").isin(list(after.values()))), {h: b for b, h in after.items()})
         rates = rates_of(rows, carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts,
                                        scratch / "zj_port_state"), own)
-    if not following:
+    if not redone:
         return rates, tuple((h,) for h in own)
-    rebuilt, redone = following_hours(counters, stored, following, scratch)
-    return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
+    whole = rates.whole if isinstance(rates, StagedBeside) else rates
+    return union_all([whole, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
 
 
 def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hour: str, scratch: Scratch,
