@@ -312,8 +312,7 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: S
                                        scratch / "zj_port_state"), own)
     if not redone:
         return rates, tuple((h,) for h in own)
-    whole = rates.whole if isinstance(rates, StagedBeside) else rates
-    return union_all([whole, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))
+    return union_all([rates, *rebuilt]), tuple((h,) for h in sorted([*own, *redone]))  # alone=False: a frame
 
 
 def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hour: str, scratch: Scratch,
