@@ -309,33 +309,26 @@ def _gx_results(
     """Results of the rule types only GX evaluates; the rows a quarantine rule of such a type
     fails are added to `quarantined` by id (brought to the driver: keep such rules rare)."""
     with _GX_LOCK:  # one ephemeral context per process: its suites are added and deleted by name
-        return _gx_results_of(df, expectations, by_id, row_id_column, quarantined)
-
-
-def _gx_results_of(
-    df: DataFrame, expectations: list[dict], by_id: dict[str, dict], row_id_column: str | None,
-    quarantined: dict[str, list[str]],
-) -> list[RuleResult]:
-    results: list[RuleResult] = []
-    runner = _runner()
-    summary = [e for e in expectations if e["meta"]["severity"] != "quarantine"]
-    if summary:
-        results += [_to_rule_result(raw, by_id)[0] for raw in runner.run(df, summary, {"result_format": "SUMMARY"})]
-    by_rows = [e for e in expectations if e["meta"]["severity"] == "quarantine"]
-    if by_rows:
-        if row_id_column is None:
-            raise TracelakeError("quarantine rules of types the gate does not evaluate need a row id column")
-        fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_id_column]}
-        for raw in runner.run(df, by_rows, fmt):
-            rule, result = _to_rule_result(raw, by_id)
-            results.append(rule)
-            if rule.success and not rule.unexpected_count:
-                continue
-            if "unexpected_index_list" not in result:
-                raise TracelakeError(
-                    f"expectation {rule.expectation_id} is not row-level and cannot quarantine "
-                    "rows: give it severity warning or critical"
-                )
-            for item in result["unexpected_index_list"]:
-                quarantined.setdefault(item[row_id_column], []).append(rule.expectation_id)
+        results: list[RuleResult] = []
+        runner = _runner()
+        summary = [e for e in expectations if e["meta"]["severity"] != "quarantine"]
+        if summary:
+            results += [_to_rule_result(raw, by_id)[0] for raw in runner.run(df, summary, {"result_format": "SUMMARY"})]
+        by_rows = [e for e in expectations if e["meta"]["severity"] == "quarantine"]
+        if by_rows:
+            if row_id_column is None:
+                raise TracelakeError("quarantine rules of types the gate does not evaluate need a row id column")
+            fmt = {"result_format": "COMPLETE", "unexpected_index_column_names": [row_id_column]}
+            for raw in runner.run(df, by_rows, fmt):
+                rule, result = _to_rule_result(raw, by_id)
+                results.append(rule)
+                if rule.success and not rule.unexpected_count:
+                    continue
+                if "unexpected_index_list" not in result:
+                    raise TracelakeError(
+                        f"expectation {rule.expectation_id} is not row-level and cannot quarantine "
+                        "rows: give it severity warning or critical"
+                    )
+                for item in result["unexpected_index_list"]:
+                    quarantined.setdefault(item[row_id_column], []).append(rule.expectation_id)
     return results

@@ -54,7 +54,6 @@ from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: 
     port_name_for_file,
 )
 from tracelake.sources.zhejiang.transforms.ports import (
-    STATE_COLUMNS,
     carried_state,
     first_instants,
     opening_cuts,
@@ -331,9 +330,8 @@ def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hou
     if rest.limit(1).collect():
         opening = rest.filter(F.col("hour_cst").isin(list(after.values())) & F.col("dt_s").isNull())
         firsts = first_instants(opening, {h: b for b, h in after.items()})
-        before = list(after)
-        staged = state_path(scratch, before[0]) if len(before) == 1 else None
-        state = carried(counters.filter(F.col("hour_cst").isin(before)), firsts, scratch / "zj_port_state", staged)
+        state = carried(counters.filter(F.col("hour_cst").isin(list(after))), firsts, scratch / "zj_port_state",
+                        state_path(scratch, shift_hour(hour, -1)))
         again = rates_from_pass(rest, state, hour)
     kept = passed.filter(~apart).select(*columns)
     whole = kept if again is None else kept.unionByName(again.select(*columns))
@@ -348,19 +346,12 @@ def carried(earlier: DataFrame, later_firsts: DataFrame, path: Scratch, staged: 
     its hour before ends (polls delivered again in both folders: transforms/ports.overlapping), it
     is computed again with those ports' rows from there on; otherwise that costs nothing more
     than the one aggregation (a join of the hour's rows costs about as much again, measured)."""
-    state = _read_staged(earlier.sparkSession, staged) if staged is not None and staged.exists() else None
-    if state is None:
-        state = stage(carried_state(earlier), path)
+    stored = earlier.sparkSession.read.parquet(str(staged)) if staged is not None and staged.exists() else None
+    state = stored if stored is not None and stored.columns else stage(carried_state(earlier), path)  # no file: no rows
     overlap = overlapping(later_firsts, state)
     if not overlap.limit(1).collect():
         return state
     return stage(carried_state(earlier, overlap), path.beside("-overlap"))
-
-
-def _read_staged(spark: SparkSession, staged: Scratch) -> DataFrame | None:
-    """The state staged at `staged`, or None when what is there is not carried_state's columns."""
-    stored = spark.read.parquet(str(staged))
-    return stored.select(*STATE_COLUMNS) if set(STATE_COLUMNS) <= set(stored.columns) else None
 
 
 def following_hours(counters: DataFrame, stored: DataFrame | None, following: list[str],

@@ -51,7 +51,6 @@ MAX_UTIL = 1.05
 LINE_RATES_BPS = (("TwoHundredGigE", 200_000_000_000), ("FourHundredGigE", 400_000_000_000),
                   ("M-GigabitEthernet", 1_000_000_000))
 COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
-STATE_COLUMNS = ("hour_cst", "device_name", "port_name", "save_time_utc", *COUNTERS)  # carried_state's
 STATUSES = ("first", "repeated", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter")
 
 
