@@ -80,6 +80,10 @@ class Checked:
     # a boolean column of `frame` whose true rows are staged in files of their own (apart_folder):
     # the others' files can then be a derived table's too (e.g. the port pass's rates)
     apart: str | None = None
+    # `frame` is in its staged form already: a row that failed to parse holds no value, and no row
+    # holds its raw line or values, so staging evaluates nothing per row but the flags of rules
+    # not proven (quality.split.staged_form's `clean`)
+    clean: bool = False
 
 
 # what a killed run can leave in a staging folder: a run's own folder (context.Run's run ids) or
@@ -119,17 +123,18 @@ def mark_all_kept(path: str | Path | Scratch) -> None:
 
 def settle(
     parsed: DataFrame | Checked, path: str | Path | Scratch,
-    project: Callable[[DataFrame, Collection[str]], DataFrame] = lambda f, proven: f,
+    project: Callable[..., DataFrame] = lambda f, proven, clean=False: f,
 ) -> tuple[DataFrame, bool]:
-    """(the staged rows of `project(parse, proven)`, whether a Checked fast parse held whole):
-    `proven` is Checked.proven for the fast parse's frame, empty for every other. Staging and
-    the check read the same stored rows, so the fast parse costs one pass when it holds."""
+    """(the staged rows of `project(parse, proven, clean)`, whether a Checked fast parse held
+    whole): `proven` and `clean` are Checked's for the fast parse's frame, nothing and false for
+    every other. Staging and the check read the same stored rows, so the fast parse costs one
+    pass when it holds."""
     exact_path(path).remove()  # an earlier batch's, in the same run
     all_kept_mark(path).remove()
     if not isinstance(parsed, Checked):
         return stage(project(parsed, ()), path), False
     try:
-        staged = stage(project(parsed.frame, parsed.proven), path, parsed.apart)
+        staged = stage(project(parsed.frame, parsed.proven, parsed.clean), path, parsed.apart)
     except Exception:  # noqa: BLE001 - a fast read that cannot finish is parsed again exactly
         staged = None
     if staged is not None and parsed.holds(staged):

@@ -79,8 +79,8 @@ def prepare_table(
     path = parse_path(run.scratch, table)
 
     # with the lineage: the files can then be the table's (_as_staged)
-    def project(frame: DataFrame, proven: Collection[str]) -> DataFrame:
-        return staged_form(frame, schema, flags, by_gx, proven).select("*", *lineage_of(run))
+    def project(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
+        return staged_form(frame, schema, flags, by_gx, proven, clean).select("*", *lineage_of(run))
     try:
         parse = (lake_bound(parser, config) or parse_delimited)(spark, files, schema)
         parsed, held = settle(parse, path, project)

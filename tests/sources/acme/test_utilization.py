@@ -49,7 +49,7 @@ def _staged(spark, parse, staging: Path, table: str):
     """A parse as an ingest stages it (io.staging.settle with the bronze step's projection: raw
     text kept for the rows set aside only); a Checked one pass falls back as in an ingest."""
     schema = load_schema(table)
-    return settle(parse, parse_path(staging, table), lambda frame, proven: staged_form(frame, schema, {}, False, proven))[0]
+    return settle(parse, parse_path(staging, table), lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean))[0]
 
 
 def _parse(spark, raw_dir: Path, table: str):

@@ -10,7 +10,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
 from tracelake.sources.zhejiang import portgroup, portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import (
@@ -281,12 +281,15 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
          "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
     plain = pa.Table.from_batches(list(portgroup.parse_files(iter([files]))))
     coded = pa.Table.from_batches(list(portgroup.parse_files(iter([files]), dictionary=True)))
-    assert plain.schema == portpass.OUTPUT and coded.schema == portpass.PASS_OUTPUT
+    assert plain.schema == portpass.YIELDED and coded.schema == portpass.YIELDED_DICTIONARY
     assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in portpass.REPEATED_STRINGS
                                                                        for f in coded.schema]
-    assert coded.cast(portpass.OUTPUT).equals(plain)
+    assert coded.cast(portpass.YIELDED).equals(plain)
     assert plain.num_rows == len(paths[0].read_text().splitlines()) - 1 + len(lines) + 1
     assert plain.column(portpass.EXACT).to_pylist().count(True) == 1
+    # the marker's problem names the exact parse; no other row has one
+    problems = plain.column(PARSE_ERRORS).to_pylist()
+    assert [p for p in problems if p] == [[portpass.EXACT_REASON]] and problems.count([]) == plain.num_rows - 1
     assert plain.column(REPEAT_COPY).to_pylist().count(True) == 1
     assert set(plain.column("port_name").drop_null().to_pylist()) == {PORTS[0], PORTS[1]}
 

@@ -359,6 +359,32 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
 
 
 @pytest.mark.portable
+def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spark, tmp_path):
+    """Checked.clean: staging takes the pass's columns as they come. They equal what
+    quality.split.staged_form computes for them with the engine (a failed row's floats nulled,
+    raw text only where a row failed or was flagged), marker row included."""
+    from tracelake.quality.gate import load_suite
+    from tracelake.quality.split import row_flags, staged_form
+
+    chosen = [(LEAF1, MGMT), (LEAF1, "TwoHundredGigE1/0/16:1")]
+    write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=5)
+    lines = _real_lines("Leaf-1_0.csv", 1, 5)
+    _write(tmp_path, LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])  # a blank line: its marker
+    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    schema = load_schema(ports.TABLE)
+    parsed = item.parser(spark, item.files, schema)
+    assert parsed.clean
+    flags, by_gx = row_flags(load_suite(ports.TABLE))
+    as_given = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven, clean=True)
+    computed = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven)
+    assert as_given.columns == computed.columns
+    assertDataFrameEqual(as_given, computed)
+    markers = as_given.filter(F.size("_parse_errors") > 0).select("source_file", "_parse_errors", "in_ratio").collect()
+    assert [tuple(r) for r in markers] == [(f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv", ["file parsed line by line"],
+                                            None)]
+
+
+@pytest.mark.portable
 def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark, tmp_path):
     lines = _real_lines("Leaf-1_0.csv", 1, 5)
     quoted = lines[3].replace(ports.device_name(LEAF1), '"NH,DC"')

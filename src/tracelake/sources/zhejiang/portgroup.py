@@ -25,12 +25,12 @@ from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portpass import (
     COUNTERS,
     EXACT,
-    OUTPUT,
     PASS_OUTPUT,
     REPEATED_INSTANT,
     RERATE,
     SAVE_TIME_UNPROVEN,
     STATUS_NAMES,
+    YIELDED,
 )
 from tracelake.sources.zhejiang.portrates import line_rate_bps, segment_rates
 from tracelake.sources.zhejiang.savetime import save_time_unproven_files
@@ -147,7 +147,7 @@ def one_group(files: list[dict], state: dict | None = None) -> tuple[list[pa.Tab
 
 def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
                 state: dict | None = None, dictionary: bool = False) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: rows of portpass.FILE_COLUMNS in, OUTPUT rows out, GROUP_FILES files
+    """mapInArrow's function: rows of portpass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
     at a time, handed over in batches of at most portpass.BATCH_ROWS rows; the files of each group
     done are told to io.progress. `state`: portpass.state_of the hour before the files' hour. With
     `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
@@ -158,5 +158,5 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
             group = files[first:first + GROUP_FILES]
             tables, rows = one_group(group, state)
             progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
-            table = pa.concat_tables(tables)
-            yield from (table if dictionary else table.cast(OUTPUT)).to_batches(max_chunksize=portpass.BATCH_ROWS)
+            table = portpass.with_problems(pa.concat_tables(tables))
+            yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=portpass.BATCH_ROWS)

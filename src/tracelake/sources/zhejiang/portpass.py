@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
-from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, REPEAT_COPY
+from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portrates import line_rate_bps, standalone_rates
 from tracelake.sources.zhejiang.savetime import save_time_unproven
@@ -71,14 +71,23 @@ OUTPUT = pa.schema([
 # the strings a file repeats on every row, yielded as dictionaries (one value each, the status one of
 # eight): the engine's Parquet writer then takes them for less. Measured on a full generated
 # hour's pass and staged write, 3 + 3 runs alternated in process: 9.8-10.2 s against 10.6-11.6 s,
-# 19.4 s of the engine's CPU against 21.1 s. An engine that refuses them gets OUTPUT (parse_files).
+# 19.4 s of the engine's CPU against 21.1 s. An engine that refuses them gets YIELDED (parse_files).
 REPEATED_STRINGS = ("hour_cst", "device_name", "port_name", "folder_device_name", "file_port_name", "source_file",
                     "status")
 DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS else f for f in OUTPUT])
+# what the pass hands over: its rows with their parse problems (io.parse.PARSE_ERRORS), made here
+# in Arrow so that staging evaluates nothing per row (Checked.clean): a marker row's problem says
+# its file is parsed line by line; every other row has none. Measured on a full generated hour's
+# pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s against 10.2-11.1 s with the
+# problems and the staged form computed by the engine, 18-19 s of its CPU against 20-22 s.
+EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
+PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
+YIELDED = pa.schema([*OUTPUT, PROBLEMS])
+YIELDED_DICTIONARY = pa.schema([*PASS_OUTPUT, PROBLEMS])
 SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
-               pa.timestamp("us", tz="UTC"): "timestamp"}
-OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
+               pa.timestamp("us", tz="UTC"): "timestamp", PROBLEMS.type: "array<string>"}
+OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in YIELDED)
 STATUS_NAMES = pa.array(STATUSES, pa.string())
 
 
@@ -299,3 +308,11 @@ def one_file(file: dict, state: dict | None = None) -> pa.Table:
 # 1,890) with 128 K, at the same wall (0.99x); 8 K rows lowered the peak little more and cost 2 %
 # of the wall
 BATCH_ROWS = 32_768
+
+
+def with_problems(table: pa.Table) -> pa.Table:
+    """`table` (PASS_OUTPUT rows) with PROBLEMS: EXACT_REASON on a marker row, none on the others."""
+    marker = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)
+    offsets = np.concatenate([[0], np.cumsum(marker)]).astype(np.int32)
+    reasons = pa.array([EXACT_REASON] * int(offsets[-1]), pa.string())
+    return table.append_column(PROBLEMS, pa.ListArray.from_arrays(pa.array(offsets), reasons))

@@ -188,15 +188,12 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     parse = partial(portgroup.parse_files, state=state, dictionary=takes_dictionary_strings(spark))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), portpass.OUTPUT_DDL)
-    marker = F.col(portpass.EXACT)
-    no_problem = F.array().cast("array<string>")
     return out.select(
         *[F.col(c.name) for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
-        F.when(marker, F.array(F.lit(EXACT_REASON))).otherwise(no_problem).alias(PARSE_ERRORS),
-        *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT, portpass.SAVE_TIME_UNPROVEN, REPEAT_COPY,
-        marker.alias(portpass.EXACT), portpass.RERATE,
+        PARSE_ERRORS, *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT,
+        portpass.SAVE_TIME_UNPROVEN, REPEAT_COPY, portpass.EXACT, portpass.RERATE,
     )
 
 
@@ -205,7 +202,6 @@ KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
 # naming another port or switch goes line by line), so their flags need no evaluation
 PROVEN_RULES = ("port_matches_file_name", "device_matches_folder")
 SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (portpass.save_time_unproven)
-EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 
 
 def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile]) -> Callable:
@@ -279,7 +275,7 @@ def parse_port_files(
     # write by folders sorts each task's rows on a Spark cluster)
     apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
     return Checked(frame, holds, exact, _only_rated(exact, files), verified, PROVEN_RULES,
-                   apart=portpass.RERATE if apart else None)
+                   apart=portpass.RERATE if apart else None, clean=True)
 
 
 # ---------------------------------------------------------------- derived
