@@ -145,6 +145,51 @@ def settle(
     return stage(project(parsed.fallback(), ()), path), False
 
 
+@dataclass(frozen=True)
+class Footers:
+    """What the footers of a staged parse's Parquet files say of its rows (staged_footers)."""
+
+    rows: int
+    true: frozenset[str]  # the boolean columns asked about that are true on some row
+    problems: bool  # whether some row's list of parse problems holds one
+
+
+def staged_footers(path: str | Path | Scratch, booleans: Collection[str], problems: str) -> Footers | None:
+    """The rows of the Parquet files staged at `path`, which of the `booleans` columns is true on
+    some row, and whether the list column `problems` holds a value on some row: from the files'
+    footers (their row groups' statistics), without a scan. None where the footers cannot tell:
+    a URL, a column missing, a row group without statistics. Measured on a full Zhejiang hour:
+    the scan that counted the same took 0.75 s."""
+    if objectstore.is_url(str(path)):
+        return None
+    import pyarrow.parquet as pq
+
+    rows, true, problem = 0, set(), False
+    for staged in sorted(Path(str(path)).rglob("*.parquet")):
+        meta = pq.ParquetFile(staged).metadata
+        rows += meta.num_rows
+        columns = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+        leaves = [j for name, j in columns.items() if name.startswith(f"{problems}.")]
+        if len(leaves) != 1 or any(name not in columns for name in booleans):
+            return None
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            listed = group.column(leaves[0]).statistics
+            if listed is None or not listed.has_null_count:
+                return None
+            problem |= listed.num_values > 0  # a reason is a value; an empty list has none
+            for name in booleans:
+                stats = group.column(columns[name]).statistics
+                if stats is None:
+                    return None
+                if stats.has_min_max:
+                    if stats.max:
+                        true.add(name)
+                elif stats.num_values:  # values but no min/max: cannot tell
+                    return None
+    return Footers(rows, frozenset(true), problem)
+
+
 STAGING_CODEC = "zstd"
 
 

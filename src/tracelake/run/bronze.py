@@ -23,7 +23,7 @@ from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, 
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
-from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle
+from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
@@ -94,13 +94,19 @@ def prepare_table(
     repeat = F.coalesce(F.col(REPEAT_COPY), F.lit(False)) if REPEAT_COPY in parsed.columns else F.lit(False)
     flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
     verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
-    counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
-        F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
-                             for c in (failed, ~failed & ~repeat & flagged, ~failed & ~repeat & ~flagged,
-                                       ~failed & repeat)],
-        *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
-    rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
-    cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
+    asked = [*flags, *([REPEAT_COPY] if REPEAT_COPY in parsed.columns else []), *verified.values()]
+    footers = staged_footers(path, asked, PARSE_ERRORS) if held else None  # `parsed` is the files at `path`
+    if footers is not None and not footers.problems and not footers.true & {*flags, REPEAT_COPY}:
+        rows_read, parse_failed, rows_flagged, rows_clean, repeated = footers.rows, 0, 0, footers.rows, 0
+        cleared = {ident for ident, column in verified.items() if column not in footers.true}
+    else:
+        counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
+            F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
+                                 for c in (failed, ~failed & ~repeat & flagged, ~failed & ~repeat & ~flagged,
+                                           ~failed & repeat)],
+            *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
+        rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
+        cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
     whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
     if held and not (parse_failed or rows_flagged or repeated):
         mark_all_kept(path)
