@@ -341,8 +341,12 @@ def port_evidence(pi: DataFrame, counters: DataFrame, minutes: DataFrame, rules:
                    F.when(counted, F.col("hot_s") / F.col("rated_s")).alias("hot_share"),
                    F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"))
     port = Window.partitionBy("task_id", "device_name", "port_name")  # a window: ev is computed once
-    return ev.select("*", *[F.median(m).over(port).alias(f"typical_{m}")
-                            for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
+    # only what verdicts reads: the RTT lists and the seconds behind the shares made the staged
+    # copy (rebuild_iteration_network) 0.69-0.72 s against 0.56-0.60 s for two tasks' 14 hours
+    return ev.select(*keys, "role", "counter_rows", "minute_rows", "util_max", "util_mean", "gbps", "loss_pkts",
+                     "minute_util_max", "elevated_flows", "counted", "hot_share", "busy_est_s",
+                     *[F.median(m).over(port).alias(f"typical_{m}")
+                       for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
 
 
 def _candidates(ev: DataFrame, rules: Rules) -> DataFrame:
