@@ -84,7 +84,6 @@ PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS e
 EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
 PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
 YIELDED = pa.schema([*OUTPUT, PROBLEMS])
-YIELDED_DICTIONARY = pa.schema([*PASS_OUTPUT, PROBLEMS])
 SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
                pa.timestamp("us", tz="UTC"): "timestamp", PROBLEMS.type: "array<string>"}
 OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in YIELDED)
