@@ -335,6 +335,30 @@ def _hourly_one_nic_sample(raw: Path) -> list[list[str]]:
     return [["ingest", "zhejiang", "--raw", str(raw)]]
 
 
+def _hourly_nic(edit: Callable[[list[str]], list[str]]):
+    """The fixture hour's nic.csv (3 samples) with its data lines edited."""
+    def write(raw: Path) -> list[list[str]]:
+        source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
+        header, *lines = source.read_text(encoding="utf-8-sig").splitlines()
+        target = raw / "trafficinfo" / "2024052412" / "2024052412_nic.csv"
+        target.parent.mkdir(parents=True)
+        target.write_text("\n".join([header, *edit(lines)]) + "\n", encoding="utf-8")
+        return [["ingest", "zhejiang", "--raw", str(raw)]]
+    return write
+
+
+def _same_instant_as_the_first(lines: list[str]) -> list[str]:
+    """The second sample given the first one's time: one key, two sets of values."""
+    first, second, *rest = lines
+    return [first, ",".join([first.split(",")[0], *second.split(",")[1:]]), *rest]
+
+
+def _time_as_its_groups(lines: list[str]) -> list[str]:
+    """The second sample's time written as the time conversion's own intermediate form."""
+    first, second, *rest = lines
+    return [first, ",".join(["2024|5|24|下午|12|01|05|", *second.split(",")[1:]]), *rest]
+
+
 def _hourly_header_only(raw: Path) -> list[list[str]]:
     source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_flow.csv"
     header = source.read_text(encoding="utf-8-sig").splitlines()[0]
@@ -646,6 +670,11 @@ CASES = [
                                            ["ingest", "zhejiang", "--raw", "{raw}"]), 3,
          "bronze.zj_port_counters: critical expectation(s) failed: table_row_count_to_be_between"),
     Case("zj_flow_file_header_only", _hourly_header_only, 3, "bronze.zj_flow: critical expectation(s) failed"),
+    # uniqueness is checked on the staged rows; a key found twice stages the parse again with the rule's flags
+    Case("zj_nic_key_twice_with_other_values", _hourly_nic(_same_instant_as_the_first), 0,
+         rows={"bronze/zj_nic": 1}, reasons={"quarantine/zj_nic": [["nic_key_unique"]] * 2}, read={"zj_nic": 3}),
+    Case("zj_nic_time_written_as_its_groups", _hourly_nic(_time_as_its_groups), 0,
+         rows={"bronze/zj_nic": 2}, reasons={"quarantine/zj_nic": [["save_time: '2024|5|24|下午|12|01|05|' is not a valid timestamp"]]}, read={"zj_nic": 3}),
     Case("zj_nic_file_with_one_sample", _hourly_one_nic_sample, 0, rows={"bronze/zj_nic": 1, "silver/zj_nic_rates": 0},
          read={"zj_nic": 1}),
     Case("zj_log_ends_before_first_iteration", files(task_folder(LOG_HEAD), ["ingest", "zhejiang", "--raw", "{raw}"]), 0,

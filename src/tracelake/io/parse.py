@@ -79,10 +79,11 @@ def typed_value(text: Column, col: ColumnSpec, overrides: Mapping[str, Converter
 
     Driven by the column's spec: a `format` is a timestamp pattern, or `epoch_ms` for whole Unix
     milliseconds (bounded to the years 2000-2099, see EPOCH_MS_MIN; outside 1-9999 the
-    conversion would also fail the whole read). `overrides` maps a type to a source's own
-    converter (e.g. China-local times), which this module cannot import."""
-    if overrides and col.type in overrides:
-        return overrides[col.type](text)
+    conversion would also fail the whole read). `overrides` maps a column's name or its type to
+    a source's own converter (e.g. China-local times), which this module cannot import."""
+    convert = overrides and (overrides.get(col.name) or overrides.get(col.type))
+    if convert:
+        return convert(text)
     if col.format == EPOCH_MS:
         millis = text.try_cast("bigint")
         return F.when(millis.between(EPOCH_MS_MIN, EPOCH_MS_MAX), F.timestamp_millis(millis))

@@ -28,6 +28,7 @@ from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
+from tracelake.quality.unique import unique_after_staging
 from tracelake.run.context import Run, TableStats, record_results
 from tracelake.schema import TableSchema, load_schema, quarantine_of
 
@@ -82,7 +83,7 @@ def prepare_table(
     def project(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
         return staged_form(frame, schema, flags, by_gx, proven, clean).select("*", *lineage_of(run))
     try:
-        parse = (lake_bound(parser, config) or parse_delimited)(spark, files, schema)
+        parse = unique_after_staging((lake_bound(parser, config) or parse_delimited)(spark, files, schema), flags)
         parsed, held = settle(parse, path, project)
     except TracelakeError:
         raise

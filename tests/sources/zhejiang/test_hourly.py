@@ -56,7 +56,9 @@ def test_every_am_pm_form_parses_to_its_utc_instant(spark):
     others = [("2024/5/24 0:00:04", _utc(2024, 5, 23, 16, 0, 4)),           # re-saved, 24-hour
               ("2024-05-24T01:02:03.5", _utc(2024, 5, 23, 17, 2, 3, 500000)),  # ISO
               (" 2024/5/24 下午 1:05 ", _utc(2024, 5, 24, 5, 5, 0))]           # padding, no seconds
-    bad = ["2024/5/24 上午13:00:00", "2024/2/30 上午1:00:00", "24/5/2024 1:00", ""]
+    bad = ["2024/5/24 上午13:00:00", "2024/2/30 上午1:00:00", "24/5/2024 1:00", "",
+           # the pattern's groups joined as the conversion joins them: still not a time
+           "2024|5|24||1|05|09|", "2024|5|24|上午|1|05|09|5"]
     rows = [(text, _naive(t)) for text, t in texts + others] + [(b, None) for b in bad]
     df = spark.createDataFrame(rows, "text string, expected timestamp")
     got = df.select("text", cst_to_utc(F.col("text")).alias("expected"))

@@ -32,7 +32,7 @@ from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields,
 from tracelake.io.staging import Scratch
 from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
-from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild
+from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild, time_groups, utc_from_groups
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.hourly import last_samples, link_wiring, nic_rates
 from tracelake.sources.zhejiang.xlsx import read_sheets
@@ -250,6 +250,11 @@ def header_positions(header_line: str, schema: TableSchema, where: str) -> tuple
     return positions, labels
 
 
+def _groups(i: int) -> str:
+    """The column holding field i's time groups (clock.time_groups)."""
+    return f"_time_groups{i}"
+
+
 def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped: bool = False) -> DataFrame:
     """One file → the parser contract, its fields matched to the schema by its own header;
     `escaped`: the file's undecodable bytes were written as escapes (_as_utf8), and the lines
@@ -259,10 +264,15 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped:
     positions, labels = header_positions(header, schema, raw.name)
     lines = read_lines(spark, [raw], header)
     split = split_fields(lines, schema.delimiter, len(labels), trim=True)
+    # each local time's groups in a projection of their own (clock.time_groups)
+    times = {c.name: positions[c.source] for c in schema.data_columns if c.type == "timestamp" and c.source in positions}
+    split = split.select("*", *[time_groups(F.col(raw_field(i))).alias(_groups(i)) for i in sorted(set(times.values()))])
     fields = {name: F.col(raw_field(i)) for name, i in positions.items()}
     # an optional column this file does not have reads as an empty field
     fields.update({name: F.lit(None).cast("string") for name in schema.raw_header if name not in positions})
-    typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides={"timestamp": cst_to_utc})
+    overrides = {"timestamp": cst_to_utc,
+                 **{name: partial(utc_from_groups, groups=F.col(_groups(i))) for name, i in times.items()}}
+    typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides=overrides)
     if escaped:
         problems = [(F.col("raw_line").rlike(ESCAPED_BYTE), F.lit(NOT_UTF8)), *problems]
     by_label = {label: F.col(raw_field(i)) for i, label in enumerate(labels)}
