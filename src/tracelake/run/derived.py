@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import Derived, Partitions
@@ -38,32 +40,87 @@ def publish_derived(
     return TableStats(table, rows, rows, 0, warning_lines(gate.results), partitions=partitions)
 
 
+def _rebuild_one(
+    engine: Engine, config: Config, run: Run, item: Derived, inputs: dict[str, Partitions | None],
+    changed: dict[str, Partitions | None], step: Step,
+) -> TableStats | None:
+    """Rebuild one derived table from its changed `inputs` and publish it; `changed` gets the
+    partitions it changed."""
+    with step(f"{item.table}: rebuilding") as note:
+        if item.rebuild is not None and all(p is not None for p in inputs.values()):
+            result = item.rebuild(engine.spark, config, inputs, run.scratch)
+            if result is None:
+                return None
+            frame, partitions = result
+        else:
+            frame, partitions = item.build(engine.spark, config), None
+            if frame is None:
+                return None
+        stat = publish_derived(engine.spark, config, run, item.table, frame, partitions)
+        if isinstance(note, dict):
+            note["rows"] = stat.rows_read
+        changed[item.table] = stat.partitions
+        return stat
+
+
+# derived tables rebuilt at once when neither reads the other. Measured on the 15th hour of a
+# two-task day (whole process, the hour's CLI ingest): the rebuilds after the bronze commits took
+# 4.6 s of wall and 7.0 s of the engine's CPU one after another, about 1.5 cores
+REBUILD_THREADS = 2
+
+
 def rebuild_derived(
     engine: Engine, config: Config, run: Run, derived: list[Derived],
     changed: dict[str, Partitions | None], step: Step,
 ) -> list[TableStats]:
-    """Rebuild each derived table one of whose inputs changed in this run, in list order
-    (registry.all_derived puts every table after the tables it reads). `changed` maps a table
-    to the partitions that changed (None: the whole table); a table with a partial rebuild
-    recomputes only what those partitions affect."""
-    stats: list[TableStats] = []
-    for item in derived:
-        inputs = {t: changed[t] for t in item.inputs if t in changed}
-        if not inputs:
-            continue
-        with step(f"{item.table}: rebuilding") as note:
-            if item.rebuild is not None and all(p is not None for p in inputs.values()):
-                result = item.rebuild(engine.spark, config, inputs, run.scratch)
-                if result is None:
+    """Rebuild each derived table one of whose inputs changed in this run (registry.all_derived
+    puts every table after the tables it reads). `changed` maps a table to the partitions that
+    changed (None: the whole table); a table with a partial rebuild recomputes only what those
+    partitions affect. A table starts once every table it reads that comes before it in
+    `derived` is settled, in REBUILD_THREADS threads when the run holds its rule results for one
+    commit (run.pending; else one after another, as each appends its own); the stats come in
+    list order, and the first failure in list order is raised once every started rebuild ended,
+    and no table starts after a failure."""
+    def deps(i: int) -> set[str]:
+        return {d.table for d in derived[:i]} & set(derived[i].inputs)
+
+    def changed_inputs(item: Derived) -> dict[str, Partitions | None]:
+        return {t: changed[t] for t in item.inputs if t in changed}
+
+    if run.pending is None:
+        stats = []
+        for item in derived:
+            if (inputs := changed_inputs(item)) and (stat := _rebuild_one(engine, config, run, item, inputs, changed, step)):
+                stats.append(stat)
+        return stats
+    settled: set[str] = set()
+    results: dict[int, TableStats | None] = {}
+    failed: dict[int, BaseException] = {}
+    waiting = list(range(len(derived)))
+    with ThreadPoolExecutor(max_workers=REBUILD_THREADS, thread_name_prefix="tracelake-rebuild") as pool:
+        running: dict[Future, int] = {}
+        while True:
+            ready = [i for i in waiting if not failed and deps(i) <= settled]
+            while ready:
+                i = ready.pop(0)
+                waiting.remove(i)
+                inputs = changed_inputs(derived[i])
+                if not inputs:  # nothing it reads changed: settled as it is, which may make others ready
+                    settled.add(derived[i].table)
+                    ready = [i for i in waiting if deps(i) <= settled]
                     continue
-                frame, partitions = result
-            else:
-                frame, partitions = item.build(engine.spark, config), None
-                if frame is None:
-                    continue
-            stat = publish_derived(engine.spark, config, run, item.table, frame, partitions)
-            if isinstance(note, dict):
-                note["rows"] = stat.rows_read
-            stats.append(stat)
-            changed[item.table] = stat.partitions
-    return stats
+                running[pool.submit(_rebuild_one, engine, config, run, derived[i], inputs, changed, step)] = i
+                ready = [i for i in waiting if deps(i) <= settled]
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = running.pop(future)
+                try:
+                    results[i] = future.result()
+                except BaseException as exc:  # noqa: BLE001 - raised below, in list order
+                    failed[i] = exc
+                settled.add(derived[i].table)
+    if failed:
+        raise failed[min(failed)]
+    return [results[i] for i in sorted(results) if results[i] is not None]
