@@ -547,11 +547,11 @@ def test_the_hours_an_iteration_touches_do_not_follow_the_processs_time_zone(spa
     for zone in ("UTC", "Asia/Shanghai", "America/Los_Angeles"):
         monkeypatch.setenv("TZ", zone)
         time.tzset()
-        _, partitions, hours = _near_changed_hours(iterations, {"2024052409"})
-        found.append((partitions, sorted(hours)))
+        _, partitions, hours, first = _near_changed_hours(iterations, {"2024052409"})
+        found.append((partitions, sorted(hours), first))
     monkeypatch.undo()
     time.tzset()
-    assert found == [([("t1", "2024052409")], ["2024052409"])] * 3
+    assert found == [([("t1", "2024052409")], ["2024052409"], start)] * 3
 
 
 def _polls(start_ms: int, count: int, octets: int) -> list[str]:

@@ -9,7 +9,7 @@ Rules: tracelake.sources.zhejiang.transforms.correlate.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,10 +72,12 @@ def task_hours(first: datetime, last: datetime) -> set[str]:
     return hours
 
 
-def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple[DataFrame, list[tuple], set[str]]:
+def _near_changed_hours(
+    iterations: DataFrame, changed_hours: set[str],
+) -> tuple[DataFrame, list[tuple], set[str], datetime | None]:
     """(the iterations that a record of a changed hour can touch: those overlapping the hour
     widened by REACH; the (task_id, start_hour_cst) partitions they lie in; the hours whose
-    records can touch them). One small query over the iterations."""
+    records can touch them; the first of them's start). One small query over the iterations."""
     near = F.lit(False)
     for hour in sorted(changed_hours):
         start = hour_start_utc(hour) - REACH
@@ -87,7 +89,7 @@ def _near_changed_hours(iterations: DataFrame, changed_hours: set[str]) -> tuple
              .collect())
     partitions = sorted((r.task_id, r.start_hour_cst) for r in spans)
     hours = set().union(*[task_hours(_utc_instant(r.first), _utc_instant(r.last)) for r in spans])
-    return affected, partitions, hours
+    return affected, partitions, hours, min((_utc_instant(r.first) for r in spans), default=None)
 
 
 def _utc_instant(micros: int) -> datetime:
@@ -96,13 +98,19 @@ def _utc_instant(micros: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
 
 
-def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[..., DataFrame]) -> PartialBuild:
+def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[..., DataFrame],
+                      ends: Mapping[str, str] | None = None) -> PartialBuild:
     """The rebuild of a per-iteration evidence table (silver.zj_iteration_*): the iterations a
     changed hour of its `inputs` can touch are recomputed from those inputs' partitions of the
     hours around them only, and replace their rows in the (task_id, start_hour_cst) partitions
     they lie in; the other rows of those partitions are kept. So an hourly ingest reads and
-    writes a few hours of evidence, however long the task has run. A table not in the lake yet,
-    or laid out before start_hour_cst, is built whole."""
+    writes a few hours of evidence, however long the task has run. `ends` names an input's
+    column where a record's span ends: its records ending before the first of those iterations
+    starts are left out, as no overlap could take them (the hour before a changed hour is read
+    for its last minutes only; measured on the 15th hour of a two-task day, in process, 2 runs
+    each: silver.zj_iteration_counters took 2.2-2.3 s of the engine's CPU against 2.5-2.8 s,
+    the same rows). A table not in the lake yet, or laid out
+    before start_hour_cst, is built whole."""
 
     def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple | None] | None:
         paths, iterations, stored = read_tables(spark, config, PATHS, ITERATIONS, table)
@@ -112,12 +120,13 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
                   for frame, name in zip(read_tables(spark, config, *inputs), inputs)]
         if stored is None or "start_hour_cst" not in stored.columns:
             return compute(paths, iterations, *frames), None
-        affected, partitions, hours = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
+        affected, partitions, hours, first = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
         if not partitions:
             return spark.createDataFrame([], load_schema(table).spark_schema()), ()
         tasks = sorted({task for task, _ in partitions})
-        fresh = compute(paths.filter(F.col("task_id").isin(tasks)), affected,
-                        *[f.filter(F.col("hour_cst").isin(sorted(hours))) for f in frames])
+        near = [f.filter(F.col("hour_cst").isin(sorted(hours))) for f in frames]
+        near = [f.filter(F.col(ends[name]) > F.lit(first)) if name in (ends or {}) else f for f, name in zip(near, inputs)]
+        fresh = compute(paths.filter(F.col("task_id").isin(tasks)), affected, *near)
         kept = (stored.filter(partition_predicate(load_schema(table), partitions))
                 .join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti"))
         return kept.unionByName(fresh.select(*kept.columns)), tuple(partitions)
@@ -147,11 +156,13 @@ def rebuild_iteration_network(
 DERIVED = [
     derived(PATHS, task_paths, ("silver.zj_task_ranks",), optional=(ITERATIONS,)),
     replace(derived(ITERATION_COUNTERS, iteration_counters, (PATHS, ITERATIONS), optional=(RATES,)),
-            rebuild=_evidence_rebuild(ITERATION_COUNTERS, (RATES,), iteration_counters)),
+            rebuild=_evidence_rebuild(ITERATION_COUNTERS, (RATES,), iteration_counters, {RATES: "save_time_utc"})),
     replace(derived(PORT_MINUTES, iteration_port_minutes, (PATHS, ITERATIONS), optional=(MINUTE, FLOW)),
-            rebuild=_evidence_rebuild(PORT_MINUTES, (MINUTE, FLOW), iteration_port_minutes)),
+            rebuild=_evidence_rebuild(PORT_MINUTES, (MINUTE, FLOW), iteration_port_minutes,
+                                      {MINUTE: "time", FLOW: "time"})),
     replace(derived(ITERATION_FLOWS, iteration_flows, (PATHS, ITERATIONS), optional=(FLOW, LINK)),
-            rebuild=_evidence_rebuild(ITERATION_FLOWS, (FLOW, LINK), iteration_flows)),
+            rebuild=_evidence_rebuild(ITERATION_FLOWS, (FLOW, LINK), iteration_flows,
+                                      {FLOW: "time", LINK: "start_time"})),
     replace(derived(ITERATION_NETWORK, network_verdicts, (PATHS, ITERATIONS, *EVIDENCE)),
             rebuild=rebuild_iteration_network),
     derived(SUMMARY, task_network_summary, (ITERATION_NETWORK,)),
