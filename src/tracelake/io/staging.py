@@ -10,6 +10,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -135,7 +137,7 @@ def settle(
         return stage(project(parsed, ()), path), False
     try:
         staged = stage(project(parsed.frame, parsed.proven, parsed.clean), path, parsed.apart)
-    except Exception:  # noqa: BLE001 - a fast read that cannot finish is parsed again exactly
+    except ENGINE_ERRORS:  # a fast read that cannot finish is parsed again exactly
         staged = None
     if staged is not None and parsed.holds(staged):
         return staged, True
@@ -143,6 +145,12 @@ def settle(
         good, remainder = parsed.rest(staged)
         return good.unionByName(stage(project(remainder, ()), exact_path(path)), allowMissingColumns=True), False
     return stage(project(parsed.fallback(), ()), path), False
+
+
+# what the engine raises when a query fails (Spark Connect, classic Spark, a function's own error
+# reported by either; a store or disk the driver reads): a fast parse that fails so is parsed again
+# exactly. An error of this process's own code (a TypeError, a wrong call) is not caught
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (PySparkException, Py4JError, OSError)
 
 
 @dataclass(frozen=True)
