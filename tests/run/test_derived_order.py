@@ -28,7 +28,8 @@ def _run(pending: list | None) -> Run:
 
 
 def _plan(log: list, fail: str | None = None, slow: str | None = None):
-    """Derived tables a..e: c reads a, d reads b and c, e reads d; b's input does not change."""
+    """Derived tables a..g: c reads a, d reads b and c, e reads d; b's input does not change;
+    f and g read only the changed input."""
     lock = threading.Lock()
 
     def build(table: str):
@@ -48,7 +49,7 @@ def _plan(log: list, fail: str | None = None, slow: str | None = None):
         return replace(Derived(table, inputs, None), rebuild=build(table))
 
     return [item("a", "bronze.x"), item("b", "bronze.unchanged"), item("c", "a"), item("d", "b", "c"),
-            item("e", "d"), item("f", "bronze.x")]
+            item("e", "d"), item("f", "bronze.x"), item("g", "bronze.x")]
 
 
 @pytest.fixture
@@ -67,8 +68,8 @@ def _rebuild(plan, pending):
 def test_a_table_starts_after_every_table_it_reads_and_stats_keep_list_order(published):
     log: list = []
     tables, changed = _rebuild(_plan(log, slow="a"), pending=[])
-    assert tables == ["a", "c", "d", "e", "f"]  # b: nothing it reads changed
-    assert set(changed) == {"bronze.x", "a", "c", "d", "e", "f"}
+    assert tables == ["a", "c", "d", "e", "f", "g"]  # b: nothing it reads changed
+    assert set(changed) == {"bronze.x", "a", "c", "d", "e", "f", "g"}
     order = [f"{kind} {table}" for kind, table in log]
     assert order.index("end a") < order.index("start c") < order.index("end c") < order.index("start d")
     assert order.index("end d") < order.index("start e")
@@ -78,14 +79,21 @@ def test_a_table_starts_after_every_table_it_reads_and_stats_keep_list_order(pub
 def test_a_failure_is_the_first_in_list_order_and_nothing_starts_after_it(published):
     log: list = []
     with pytest.raises(QualityGateFailed, match="c failed"):
-        _rebuild(_plan(log, fail="c"), pending=[])
+        _rebuild(_plan(log, fail="c", slow="f"), pending=[])
     started = {table for kind, table in log if kind == "start"}
-    assert started == {"a", "c", "f"}  # d and e read c
+    assert started == {"a", "c", "f"}  # d and e read c; g waited for a free thread and came after the failure
+
+
+def test_no_table_ready_at_the_failure_starts_after_it(published):
+    log: list = []
+    with pytest.raises(QualityGateFailed, match="a failed"):
+        _rebuild(_plan(log, fail="a", slow="f"), pending=[])
+    assert {table for kind, table in log if kind == "start"} == {"a", "f"}  # g was ready, not started
 
 
 def test_a_run_that_commits_each_table_results_at_once_rebuilds_one_after_another(published):
     log: list = []
     tables, _ = _rebuild(_plan(log, slow="a"), pending=None)
-    assert tables == ["a", "c", "d", "e", "f"]
-    assert [table for kind, table in log if kind == "start"] == ["a", "c", "d", "e", "f"]
+    assert tables == ["a", "c", "d", "e", "f", "g"]
+    assert [table for kind, table in log if kind == "start"] == ["a", "c", "d", "e", "f", "g"]
     assert all(log[i][1] == log[i + 1][1] for i in range(0, len(log), 2))  # each ends before the next starts

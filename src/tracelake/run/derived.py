@@ -77,40 +77,32 @@ def rebuild_derived(
     puts every table after the tables it reads). `changed` maps a table to the partitions that
     changed (None: the whole table); a table with a partial rebuild recomputes only what those
     partitions affect. A table starts once every table it reads that comes before it in
-    `derived` is settled, in REBUILD_THREADS threads when the run holds its rule results for one
-    commit (run.pending; else one after another, as each appends its own); the stats come in
-    list order, and the first failure in list order is raised once every started rebuild ended,
-    and no table starts after a failure."""
+    `derived` is settled, at most REBUILD_THREADS at a time when the run holds its rule results
+    for one commit (run.pending), else one at a time in list order, as each appends its own;
+    the stats come in list order, and the first failure in list order is raised once every
+    started rebuild ended, and no table starts after a failure."""
     def deps(i: int) -> set[str]:
         return {d.table for d in derived[:i]} & set(derived[i].inputs)
 
-    def changed_inputs(item: Derived) -> dict[str, Partitions | None]:
-        return {t: changed[t] for t in item.inputs if t in changed}
-
-    if run.pending is None:
-        stats = []
-        for item in derived:
-            if (inputs := changed_inputs(item)) and (stat := _rebuild_one(engine, config, run, item, inputs, changed, step)):
-                stats.append(stat)
-        return stats
+    threads = REBUILD_THREADS if run.pending is not None else 1
     settled: set[str] = set()
     results: dict[int, TableStats | None] = {}
     failed: dict[int, BaseException] = {}
     waiting = list(range(len(derived)))
-    with ThreadPoolExecutor(max_workers=REBUILD_THREADS, thread_name_prefix="tracelake-rebuild") as pool:
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracelake-rebuild") as pool:
         running: dict[Future, int] = {}
         while True:
-            ready = [i for i in waiting if not failed and deps(i) <= settled]
-            while ready:
-                i = ready.pop(0)
-                waiting.remove(i)
-                inputs = changed_inputs(derived[i])
-                if not inputs:  # nothing it reads changed: settled as it is, which may make others ready
-                    settled.add(derived[i].table)
-                    ready = [i for i in waiting if deps(i) <= settled]
+            for i in list(waiting):  # a table's inputs come before it: one pass in order sees every skip
+                if failed or len(running) >= threads:
+                    break
+                if not deps(i) <= settled:
                     continue
-                running[pool.submit(_rebuild_one, engine, config, run, derived[i], inputs, changed, step)] = i
-                ready = [i for i in waiting if deps(i) <= settled]
+                waiting.remove(i)
+                inputs = {t: changed[t] for t in derived[i].inputs if t in changed}
+                if inputs:
+                    running[pool.submit(_rebuild_one, engine, config, run, derived[i], inputs, changed, step)] = i
+                else:  # nothing it reads changed: settled as it is
+                    settled.add(derived[i].table)
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
