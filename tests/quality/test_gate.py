@@ -88,3 +88,29 @@ def test_expectation_ids_are_readable():
                            "kwargs": {"column_list": ["a", "b"]}}) == "compound_columns_to_be_unique(a,b)"
     assert expectation_id({"type": "expect_column_pair_values_a_to_be_greater_than_b",
                            "kwargs": {"column_A": "x", "column_B": "y"}}) == "column_pair_values_a_to_be_greater_than_b(x,y)"
+
+
+def test_a_rule_checked_as_the_files_were_made_is_cleared_only_when_no_row_can_fail(spark, tmp_path):
+    """cleared_beside: an unexpected_rows rule whose check column is false on every row of the
+    staged files, and whose query returns nothing from the rows computed beside them, is
+    cleared; a true flag, a failing computed row, a missing column or a rule of another type
+    leaves it to its query."""
+    from tracelake.io.staging import Scratch, stage
+    from tracelake.quality.gate import cleared_beside
+
+    long_jobs = "long_jobs"
+    files = {name: Scratch(str(tmp_path / name)) for name in ("clean", "flagged")}
+    rows = "job_id string, num_gpu int, duration bigint, _row_id string, _long boolean"
+    stage(spark.createDataFrame([("a", 1, 700, "r1", False), ("b", 2, 900, "r2", False)], rows), files["clean"])
+    stage(spark.createDataFrame([("a", 1, 700, "r1", False), ("b", 2, 1200, "r2", True)], rows), files["flagged"])
+    ok, bad = _frame(spark, [("c", 4, 999, "r3")]), _frame(spark, [("c", 4, 1001, "r3")])
+    assert cleared_beside(files["clean"], None, SUITE, {long_jobs: "_long"}) == {long_jobs}
+    assert cleared_beside(files["clean"], ok, SUITE, {long_jobs: "_long"}) == {long_jobs}
+    assert cleared_beside(files["clean"], bad, SUITE, {long_jobs: "_long"}) == set()
+    assert cleared_beside(files["flagged"], None, SUITE, {long_jobs: "_long"}) == set()
+    assert cleared_beside(files["clean"], None, SUITE, {long_jobs: "_no_such_column"}) == set()
+    assert cleared_beside(files["clean"], None, SUITE, {"short_jobs": "_long"}) == set()  # a map rule: not this way
+    # the gate then records the cleared rule as its query over every row would: passed, nothing found
+    every = _frame(spark, [("a", 1, 700, "r1"), ("b", 2, 900, "r2"), ("c", 4, 999, "r3")])
+    outcome = run_gate(every, SUITE, "_row_id", cleared={long_jobs})
+    assert outcome == run_gate(every, SUITE, "_row_id")

@@ -17,8 +17,8 @@ count and row fingerprint) is not written again: an identical re-run makes no co
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -103,6 +103,9 @@ class StagedRows:
     frame: DataFrame
     files: Scratch | None = None
     rows: int | None = None  # frame's row count where the files' footers give it (staged_rows)
+    # staged beside a StagedBeside's files (linked in): `computed` reads its own rows alone (None: none)
+    linked: bool = False
+    computed: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class StagedBeside:
     files: Scratch
     rows: DataFrame | None
     whole: DataFrame
+    # unexpected_rows rules the files' rows were checked against as they were made: rule id -> a
+    # boolean column of the files, true on a row the rule's query could return (gate.cleared_beside)
+    verified: Mapping[str, str] = field(default_factory=dict)
 
 
 def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside, partitions: Sequence[tuple] | None,
@@ -127,9 +133,9 @@ def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside
     if isinstance(df, StagedBeside):
         if commits_staged(config, schema, list(partitions or ())) and not objectstore.is_url(str(df.files)):
             own = None if df.rows is None else conform(df.rows, schema)
-            frame = stage_partition_beside(df.whole.sparkSession, own, df.files, schema, partitions[0], path)
-            if frame is not None:
-                return StagedRows(frame, path, staged_rows(path.local()))
+            beside = stage_partition_beside(df.whole.sparkSession, own, df.files, schema, partitions[0], path)
+            if beside is not None:
+                return StagedRows(beside[0], path, staged_rows(path.local()), linked=True, computed=beside[1])
         df = df.whole
     rows = conform(df, schema)
     if commits_staged(config, schema, list(partitions or ())):

@@ -44,21 +44,26 @@ def stage_partition(df: DataFrame, schema: TableSchema, values: tuple, path: Scr
 
 
 def stage_partition_beside(spark: SparkSession, df: DataFrame | None, files: Scratch, schema: TableSchema,
-                           values: tuple, path: Scratch) -> DataFrame | None:
-    """stage_partition of `df` (None: no rows of its own) with the Parquet files under `files`
+                           values: tuple, path: Scratch) -> tuple[DataFrame, DataFrame | None] | None:
+    """(stage_partition of `df` (None: no rows of its own) with the Parquet files under `files`
     linked beside them: rows of the partition staged earlier, whose columns the table names (they
-    may hold more, which no reader of the table sees). None when those columns are not typed as
-    the table's: the caller then writes the rows itself."""
+    may hold more, which no reader of the table sees); `df`'s rows alone as staged, or None).
+    None when those columns are not typed as the table's: the caller then writes the rows itself."""
     data = [c for c in schema.spark_schema().fields if c.name not in schema.partition_by]
     found = {f.name: f.dataType for f in spark.read.parquet(str(files)).schema.fields}
     if any(found.get(f.name) != f.dataType for f in data):
         return None
     path.remove()  # an earlier batch's, in the same run
+    own = []
     if df is not None:
         write_staged(df.drop(*schema.partition_by), path)
+        own = sorted(str(f) for f in path.local().rglob("*.parquet"))  # before the links: its files alone
     link_beside(files.local(), path.local())
+    columns = [c.name for c in schema.columns]
     stored = spark.read.schema(StructType(data)).parquet(str(path))
-    return with_partition_values(stored, schema, values, [c.name for c in schema.columns])
+    alone = spark.read.schema(StructType(data)).parquet(*own) if own else None
+    return (with_partition_values(stored, schema, values, columns),
+            None if alone is None else with_partition_values(alone, schema, values, columns))
 
 
 SPLIT_ROWS = 1_000_000  # below this, sorting a several-partition write costs less than staging its pieces

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -31,6 +31,9 @@ from pyspark.sql import functions as F
 from tracelake.errors import TracelakeError
 from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
+
+if TYPE_CHECKING:
+    from tracelake.io.staging import Scratch
 
 SEVERITIES = ("critical", "quarantine", "warning", "info")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -262,6 +265,25 @@ def _query_rows(df: DataFrame, ident: str, query: str) -> int:
         raise TracelakeError(f"expectation {ident} could not run: {message}") from exc
     finally:
         df.sparkSession.catalog.dropTempView(view)
+
+
+def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: dict[str, Any],
+                   verified: Mapping[str, str]) -> set[str]:
+    """The unexpected_rows rules of `verified` (rule id -> a boolean column of the Parquet files
+    at `files`, true on a row the rule's query could return, made with the rows) that no row
+    fails: the files' footers show no row true, and the query returns nothing from `rows` (the
+    rows computed beside the files; None: none). run_gate's `cleared` for a derived table
+    whose rows are mostly files staged earlier in the run, so the rule's query is run over the
+    few rows computed now instead of every row (delta.commit.StagedBeside)."""
+    from tracelake.io.staging import staged_footers
+
+    by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
+    asked = {i: c for i, c in verified.items() if by_id.get(i, {}).get("type") == "unexpected_rows_expectation"}
+    footers = staged_footers(files, asked.values(), None) if asked else None
+    if footers is None:
+        return set()
+    return {ident for ident, column in asked.items() if column not in footers.true
+            and (rows is None or _query_rows(rows, ident, by_id[ident]["kwargs"]["unexpected_rows_query"]) == 0)}
 
 
 def run_gate(

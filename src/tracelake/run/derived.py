@@ -8,10 +8,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import Derived, Partitions
 from tracelake.config import Config
-from tracelake.delta.commit import Overwrite, ReplacePartitions, commit, stage_rows
+from tracelake.delta.commit import Overwrite, ReplacePartitions, StagedBeside, commit, stage_rows
 from tracelake.engine import Engine
 from tracelake.errors import QualityGateFailed
-from tracelake.quality.gate import load_suite, run_gate
+from tracelake.quality.gate import cleared_beside, load_suite, run_gate
 from tracelake.quality.ops import warning_lines
 from tracelake.run.context import Run, Step, TableStats, record_results
 from tracelake.schema import load_schema
@@ -24,8 +24,13 @@ def publish_derived(
     """Gate and write a derived (silver/gold) table in one commit: the whole table, or with
     `partitions` only those partitions (df holds exactly their new rows)."""
     schema = load_schema(table)
+    suite = load_suite(table)
     staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
-    gate = run_gate(staged.frame, load_suite(table), None, rows=staged.rows)
+    cleared = set()
+    if isinstance(df, StagedBeside):  # the rules its files were checked against: queried over its own rows only
+        own = staged.computed if staged.linked else df.rows
+        cleared = cleared_beside(df.files, own, suite, df.verified)
+    gate = run_gate(staged.frame, suite, None, rows=staged.rows, cleared=cleared)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)

@@ -14,6 +14,7 @@ from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
 from tracelake.sources.zhejiang import portgroup, portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.transforms.ports import (
+    STATUSES,
     carried_state,
     first_instants,
     port_rates,
@@ -190,7 +191,13 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
 
     asked: list[str] = []
     real_query = gate._query_rows
-    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, query: asked.append(ident) or real_query(df, ident, query))
+    queried_rows: dict[str, int] = {}
+
+    def query(df, ident, query):
+        asked.append(ident)
+        queried_rows[ident] = df.count()
+        return real_query(df, ident, query)
+    monkeypatch.setattr(gate, "_query_rows", query)
     scans: list[str] = []  # the map rules' scan, asked for bronze.zj_port_counters' name rules
     real_in_domain = gate.in_domain
     monkeypatch.setattr(gate, "in_domain", lambda exp: scans.append(exp["meta"]["id"]) or real_in_domain(exp))
@@ -211,9 +218,14 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
             "success", "element_count", "unexpected_count", "unexpected_percent").collect()
         assert [tuple(r) for r in proven] == [(True, rows, 0, 0.0)]
     assert scans == []
-    # silver's rows are the pass's files as they lie: its row count comes from their footers
+    # silver's rows are the pass's files as they lie: its row count comes from their footers,
+    # and its critical rule from the pass's own check (queried over the rows rated again only)
     has_rows = ops.filter((F.col("table_name") == "silver.zj_port_rates") & (F.col("expectation_id") == "has_rows"))
     assert [tuple(r) for r in has_rows.select("success", "observed_value").collect()] == [(True, str(rows))]
+    bounds = ops.filter(F.col("expectation_id") == "rates_within_line_rate").select(
+        "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
+    assert [tuple(r) for r in bounds] == [(True, rows, 0, 0.0, "0")]
+    assert queried_rows.get("rates_within_line_rate", 0) < rows
 
     lines = files[0].read_text(encoding="utf-8").splitlines()
     files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
@@ -262,6 +274,35 @@ def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spar
     query = rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "save_times")
     returned = {r["save_time"] for r in spark.sql(query).collect()}
     assert returned == {t for t, (_, counted) in texts.items() if counted}
+
+
+def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spark):
+    """portpass.rates_out_of_bounds against the query of silver's rates_within_line_rate on the
+    same rows (a null rate is NaN in the pass's arrays and null in the table's)."""
+    from tracelake.quality.gate import load_suite
+
+    nan = float("nan")
+    cases = [  # (status code, in_util, out_util, interval_s) -> returned by the rule
+        ((3, 0.5, 0.2, 0.5), False), ((3, 1.05, 0.0, 0.5), False), ((0, nan, nan, nan), False),
+        ((3, 1.0500001, 0.2, 0.5), True), ((3, 0.2, 1.2, 0.5), True), ((3, -0.01, 0.2, 0.5), True),
+        ((3, 0.2, 0.2, 0.0), True), ((3, 0.2, 0.2, -1.0), True), ((len(STATUSES), 0.2, 0.2, 0.5), True),
+        ((3, float("inf"), 0.2, 0.5), True),
+    ]
+    columns = {name: np.array([c[0][i] for c in cases], float) for i, name in
+               enumerate(("status", "in_util", "out_util", "seconds"))}
+    columns["status"] = columns["status"].astype(np.int64)
+    assert portpass.rates_out_of_bounds(columns).to_pylist() == [returned for _, returned in cases]
+
+    rule = next(e for e in load_suite("silver.zj_port_rates")["expectations"]
+                if e["meta"].get("id") == "rates_within_line_rate")
+    named = [*STATUSES, "unknown"]
+    rows = spark.createDataFrame([(i, named[s], None if u != u else u, None if o != o else o, None if t != t else t)
+                                  for i, ((s, u, o, t), _) in enumerate(cases)],
+                                 "n int, status string, in_util double, out_util double, interval_s double")
+    rows.createOrReplaceTempView("rate_rows")
+    returned = {r["n"] for r in spark.sql(rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "rate_rows")).collect()}
+    assert returned == {i for i, (_, flagged) in enumerate(cases) if flagged}
+    assert rule["kwargs"]["unexpected_rows_query"].count(f"{portpass.RATE_BOUND}D") == 2
 
 
 def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_values(tmp_path):

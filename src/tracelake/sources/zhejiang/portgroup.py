@@ -26,6 +26,7 @@ from tracelake.sources.zhejiang.portpass import (
     COUNTERS,
     EXACT,
     PASS_OUTPUT,
+    RATE_OUT_OF_BOUNDS,
     REPEATED_INSTANT,
     RERATE,
     SAVE_TIME_UNPROVEN,
@@ -117,6 +118,7 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         "in_util": portpass.nullable(rates["in_util"]), "out_util": portpass.nullable(rates["out_util"]),
         REPEATED_INSTANT: false,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
+        RATE_OUT_OF_BOUNDS: portpass.rates_out_of_bounds(rates),
         REPEAT_COPY: false, EXACT: false, RERATE: false,
     }
     return pa.table(columns, schema=PASS_OUTPUT)

@@ -44,6 +44,11 @@ REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row be
 # the row's SaveTime text was not shown to be SaveTimeUTC + 8 h (save_time_unproven): where no row
 # is, the gate records the suite's rule save_time_matches_utc as passed without its query
 SAVE_TIME_UNPROVEN = "_save_time_unproven"
+# the row is one silver's critical rule rates_within_line_rate could return (an unknown status, a
+# utilisation outside 0..RATE_BOUND, an interval not above 0): where no staged row is, its gate
+# records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
+RATE_OUT_OF_BOUNDS = "_rate_out_of_bounds"
+RATE_BOUND = 1.05  # expectations/silver.zj_port_rates.json, rates_within_line_rate
 RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
        "InRatio", "OutRatio")
 RAW_TYPES = {"SaveTime": pa.string(), "SaveTimeUTC": pa.int64(), "DeviceName": pa.string(),
@@ -65,7 +70,7 @@ OUTPUT = pa.schema([
     ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
-    (SAVE_TIME_UNPROVEN, pa.bool_()),
+    (SAVE_TIME_UNPROVEN, pa.bool_()), (RATE_OUT_OF_BOUNDS, pa.bool_()),
     (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()), (RERATE, pa.bool_()),
 ])
 # the strings a file repeats on every row, yielded as dictionaries (one value each, the status one of
@@ -176,6 +181,16 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
     return {key: tuple(map(list, zip(*sorted(v)))) for key, v in state.items()}
 
 
+def rates_out_of_bounds(rates: dict[str, np.ndarray]) -> pa.Array:
+    """RATE_OUT_OF_BOUNDS of rows rated by portrates (NaN there is null: a comparison with it
+    returns no row, as in the rule's query)."""
+    status = rates["status"]
+    unknown = (status < 0) | (status >= len(STATUSES))
+    utils = [rates[name] for name in ("in_util", "out_util")]
+    outside = np.logical_or.reduce([(u > RATE_BOUND) | (u < 0) for u in utils])
+    return pa.array(unknown | outside | (rates["seconds"] <= 0))
+
+
 def nullable(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
 
@@ -261,6 +276,7 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
         "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
+        RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates),
         REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
         RERATE: pa.array(np.full(n, rerate)),
     }

@@ -193,7 +193,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         PARSE_ERRORS, *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT,
-        portpass.SAVE_TIME_UNPROVEN, REPEAT_COPY, portpass.EXACT, portpass.RERATE,
+        portpass.SAVE_TIME_UNPROVEN, portpass.RATE_OUT_OF_BOUNDS, REPEAT_COPY, portpass.EXACT, portpass.RERATE,
     )
 
 
@@ -201,6 +201,7 @@ KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
 # its quarantine rules the pass checks on every row it yields (portpass._holds: a file with a row
 # naming another port or switch goes line by line), so their flags need no evaluation
 PROVEN_RULES = ("port_matches_file_name", "device_matches_folder")
+RATES_RULE = "rates_within_line_rate"  # expectations/silver.zj_port_rates.json: the pass checks it (portpass.RATE_OUT_OF_BOUNDS)
 SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (portpass.save_time_unproven)
 
 
@@ -332,7 +333,7 @@ def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hou
     kept = passed.filter(~apart).select(*columns)
     whole = kept if again is None else kept.unionByName(again.select(*columns))
     files = staged_clean(passed.sparkSession, scratch, TABLE) if alone else None
-    return whole if files is None else StagedBeside(files, again, whole)
+    return whole if files is None else StagedBeside(files, again, whole, {RATES_RULE: portpass.RATE_OUT_OF_BOUNDS})
 
 
 def carried(earlier: DataFrame, later_firsts: DataFrame, path: Scratch, staged: Scratch | None = None) -> DataFrame:
