@@ -178,22 +178,30 @@ def port_iterations(paths: DataFrame, iterations: DataFrame) -> DataFrame:
 
 def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame:
     """0.5 s counters per (task, iteration, port): utilisation max and time-weighted mean, seconds
-    at ≥ sat_util (hot) and at ≥ busy_util (busy), achieved Gb/s, rows seen."""
-    wanted = pi.select("device_name", "port_name").distinct()
+    at ≥ sat_util (hot) and at ≥ busy_util (busy), achieved Gb/s, rows seen. The join and the
+    aggregation key each (task, port) by a number (its rank among the path's few hundred), the
+    names joined back on the result: one rebuild at the 15th hour of a two-task day, in process,
+    3 + 3 runs alternated: 1.18-1.24 s and 1.9-2.0 s of the engine's CPU against 1.43-1.61 s and
+    2.2-2.7 s keyed by the strings, the same rows."""
+    keys = ["task_id", "device_name", "port_name"]
+    # one partition of a few hundred rows; the literal only keeps the client from warning of it
+    ranked = pi.select(*keys).distinct().select(*keys, F.row_number().over(
+        Window.partitionBy(F.lit(0)).orderBy(*keys)).alias("_pid"))
     has_rate = F.col("interval_start_utc").isNotNull() & F.col("in_util").isNotNull()
     point = F.timestamp_micros(F.unix_micros("save_time_utc") - F.lit(POINT_US))
-    r = rates.join(F.broadcast(wanted), ["device_name", "port_name"], "left_semi").select(
-        "device_name", "port_name",
+    r = rates.join(F.broadcast(ranked.drop("task_id")), ["device_name", "port_name"]).select(
+        "_pid",
         F.when(has_rate, F.col("interval_start_utc")).otherwise(point).alias("r_start"),
         F.col("save_time_utc").alias("r_end"),
         F.when(has_rate, F.greatest("in_util", "out_util")).alias("util"),
         F.when(has_rate, F.greatest("in_bytes_per_s", "out_bytes_per_s")).alias("bytes_per_s"),
     )
-    pairs = overlap_join(pi, r, ["device_name", "port_name"], rules.bucket_s)
+    left = pi.join(F.broadcast(ranked), keys).select("_pid", "iteration", "l_start", "l_end")
+    pairs = overlap_join(left, r, ["_pid"], rules.bucket_s)
     rated = F.col("util").isNotNull()
     ov = F.col("overlap_s")
     rated_s = exact_sum(F.when(rated, ov))
-    return pairs.groupBy("task_id", "iteration", "device_name", "port_name").agg(
+    per_pid = pairs.groupBy("_pid", "iteration").agg(
         F.count(F.lit(1)).alias("counter_rows"),
         rated_s.alias("rated_s"),
         F.max("util").alias("util_max"),
@@ -202,6 +210,8 @@ def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame
         exact_sum(F.when(F.col("util") >= rules.busy_util, ov).otherwise(F.lit(0.0))).alias("busy_s"),
         (exact_sum(F.col("bytes_per_s") * ov) * 8 / rated_s / 1e9).alias("gbps"),
     )
+    return per_pid.join(F.broadcast(ranked), "_pid").select(
+        *keys[:1], "iteration", *keys[1:], "counter_rows", "rated_s", "util_max", "util_mean", "hot_s", "busy_s", "gbps")
 
 
 def minute_evidence(pi: DataFrame, minutes: DataFrame, rules: Rules) -> DataFrame:
