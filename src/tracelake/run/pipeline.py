@@ -228,6 +228,8 @@ def run_ingest(
                     inputs = _placed(inputs, prefix, run.staging, raw_dir, run.scratch)
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
+            if len(cut) == 1:  # one batch: every derived table in one schedule, each started once what it reads is settled
+                per_hour, once = per_hour + once, []
             changed: dict[str, Partitions | None] = {}
             files = [0, sum(len(item.files) for item in inputs)]
             started = time.monotonic()
@@ -247,7 +249,8 @@ def run_ingest(
                         engine, config, run, once, changed, step)) from exc
                 add_changes(changed, changes_of(committed))
                 stats += committed
-            stats += rebuild_derived(engine, config, run, once, changed, step)
+            if once:
+                stats += rebuild_derived(engine, config, run, once, changed, step)
             record_inputs(config, raw_dir, inputs)
             flush_results(engine.spark, config, run)
         except TracelakeError:
