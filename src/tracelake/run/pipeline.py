@@ -162,8 +162,9 @@ def _ingest_batch(
     step: Step, files: list[int],
 ) -> list[TableStats]:
     """Prepare every input of the batch before its first write (the small ones alongside the
-    big one: run.alongside), commit them, rebuild the per-hour derived tables; the stats of
-    every table written, with the partitions changed.
+    big one: run.alongside), commit them, rebuild the derived tables given (the per-hour ones;
+    every one when the run is one batch); the stats of every table written, with the partitions
+    changed.
     `files` is [raw files done, in the run] and is counted on."""
     counted = threading.Lock()
 
