@@ -103,8 +103,8 @@ class StagedRows:
     frame: DataFrame
     files: Scratch | None = None
     rows: int | None = None  # frame's row count where the files' footers give it (staged_rows)
-    # staged beside a StagedBeside's files (linked in): `computed` reads its own rows alone (None: none)
-    linked: bool = False
+    # a StagedBeside's own rows (not its files'): as staged where its files were linked in, else
+    # as computed (None: none)
     computed: DataFrame | None = None
 
 
@@ -135,12 +135,14 @@ def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside
             own = None if df.rows is None else conform(df.rows, schema)
             beside = stage_partition_beside(df.whole.sparkSession, own, df.files, schema, partitions[0], path)
             if beside is not None:
-                return StagedRows(beside[0], path, staged_rows(path.local()), linked=True, computed=beside[1])
-        df = df.whole
+                return StagedRows(beside[0], path, staged_rows(path.local()), computed=beside[1])
+        computed, df = df.rows, df.whole
+    else:
+        computed = None
     rows = conform(df, schema)
     if commits_staged(config, schema, list(partitions or ())):
-        return StagedRows(stage_partition(rows, schema, partitions[0], path), path)
-    return StagedRows(stage(rows, path))
+        return StagedRows(stage_partition(rows, schema, partitions[0], path), path, computed=computed)
+    return StagedRows(stage(rows, path), computed=computed)
 
 
 def commit(spark: SparkSession, config: Config, schema: TableSchema, rows: DataFrame | StagedRows, mode: Mode) -> bool:

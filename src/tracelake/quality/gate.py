@@ -23,17 +23,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
+from tracelake.io.staging import Scratch, staged_footers
 from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
-
-if TYPE_CHECKING:
-    from tracelake.io.staging import Scratch
 
 SEVERITIES = ("critical", "quarantine", "warning", "info")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -275,8 +273,6 @@ def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: d
     rows computed beside the files; None: none). run_gate's `cleared` for a derived table
     whose rows are mostly files staged earlier in the run, so the rule's query is run over the
     few rows computed now instead of every row (delta.commit.StagedBeside)."""
-    from tracelake.io.staging import staged_footers
-
     by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
     asked = {i: c for i, c in verified.items() if by_id.get(i, {}).get("type") == "unexpected_rows_expectation"}
     footers = staged_footers(files, asked.values(), None) if asked else None
