@@ -260,14 +260,15 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
     silver rows are staged with its counters: silver.zj_port_rates commits the same files as
     bronze.zj_port_counters (one inode, two tables), except for the ports the pass set apart
     (a management port whose 32-bit counters wrapped), whose rows are computed again, from the
-    state the pass staged (the hour before is scanned once). Both hours equal the window over both."""
+    state the pass staged. That state is the one the first hour's own pass left (portcarry): the
+    hour before is not scanned at all. Both hours equal the window over both."""
     scans = []
     original = ports.carried_state
     monkeypatch.setattr(ports, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
     for hour, seed in zip(HOURS[:2], (60, 63)):  # seed 63: the management port's counter wraps in the second hour
         scans.clear()
         run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=seed, level=0.9)))
-    assert scans == [None]  # the second hour's pass; its rates of the wrapped port read what it staged
+    assert scans == []  # the second hour's pass and its rates of the wrapped port read the state the first left
 
     def inodes(table: str) -> dict[int, str]:
         path = Path(config.table_path(*table.split(".")))

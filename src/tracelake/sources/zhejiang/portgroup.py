@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from tracelake.io import progress
 from tracelake.io.parse import REPEAT_COPY
-from tracelake.sources.zhejiang import portpass
+from tracelake.sources.zhejiang import portcarry, portpass
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portpass import (
     COUNTERS,
@@ -124,9 +124,11 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
     return pa.table(columns, schema=PASS_OUTPUT)
 
 
-def one_group(files: list[dict], state: dict | None = None) -> tuple[list[pa.Table], list[int]]:
+def one_group(files: list[dict], state: dict | None = None,
+              marks: portcarry.Marks | None = None) -> tuple[list[pa.Table], list[int]]:
     """(the group's tables, the rows each file gave): one table of the files rated together, and
-    one per file taken alone. Each file is read and parsed once (portpass.read_port_file)."""
+    one per file taken alone. Each file is read and parsed once (portpass.read_port_file). With
+    `marks`, the files' rows are added to them (portcarry)."""
     state = state or {}
     typed = [portpass.read_port_file(f["path"]) for f in files]
     together = [i for i, t in enumerate(typed) if t is not None and t.num_rows]
@@ -138,27 +140,41 @@ def one_group(files: list[dict], state: dict | None = None) -> tuple[list[pa.Tab
         kept = [i for i, a in zip(together, apart) if not a]
         if kept:
             counts = np.array([typed[i].num_rows for i in kept], np.int64)
-            tables.append(rated_group(pa.concat_tables([typed[i] for i in kept]), counts, [files[i] for i in kept], state))
+            table = pa.concat_tables([typed[i] for i in kept])
+            tables.append(rated_group(table, counts, [files[i] for i in kept], state))
             for i, n in zip(kept, counts):
                 rows[i] = int(n)
+            if marks is not None:
+                portcarry.marks_of_series(table.column("SaveTimeUTC").to_numpy(),
+                                          [table.column(c).to_numpy() for c in COUNTERS], counts,
+                                          [(files[i]["folder_device_name"], files[i]["file_port_name"]) for i in kept], marks)
     for i in np.nonzero(alone)[0]:
         tables.append(portpass.file_rows(typed[i], files[i], state))
         rows[i] = tables[-1].num_rows
+        if marks is not None:
+            portcarry.marks_of(tables[-1], marks)
     return tables, rows
 
 
 def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
-                state: dict | None = None, dictionary: bool = False) -> Iterator[pa.RecordBatch]:
+                state: dict | None = None, dictionary: bool = False,
+                carry: str | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of portpass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
     at a time, handed over in batches of at most portpass.BATCH_ROWS rows; the files of each group
     done are told to io.progress. `state`: portpass.state_of the hour before the files' hour. With
     `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
-    REPEATED_STRINGS come as dictionaries."""
+    REPEATED_STRINGS come as dictionaries. With `carry` (a folder on this machine), the state these
+    files leave for the hour after is written there once they are all done (portcarry)."""
+    marks: portcarry.Marks = {}
+    paths: list[str] = []
     for batch in batches:
         files = batch.to_pylist()
         for first in range(0, len(files), GROUP_FILES):
             group = files[first:first + GROUP_FILES]
-            tables, rows = one_group(group, state)
+            tables, rows = one_group(group, state, marks if carry is not None else None)
             progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
+            paths.extend(f["path"] for f in group)
             table = portpass.with_problems(pa.concat_tables(tables))
             yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=portpass.BATCH_ROWS)
+    if carry is not None:
+        portcarry.write_part(carry, paths, marks)

@@ -27,6 +27,8 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -34,14 +36,14 @@ from tracelake.api.contract import TableInput, derived
 from tracelake.api.tables import StagedBeside, changed_groups, commits_staged, read_tables, staged_clean, staged_parse
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
-from tracelake.io import progress
+from tracelake.io import objectstore, progress
 from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
-from tracelake.io.staging import Checked, Scratch, stage
+from tracelake.io.staging import Checked, Scratch, parse_path, stage
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import RawFile, check_header, file_size, read_lines, regular_file
 from tracelake.schema import TableSchema, load_schema
-from tracelake.sources.zhejiang import portgroup, portpass
+from tracelake.sources.zhejiang import portcarry, portgroup, portpass
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.layout import (  # the naming rules (layout.py: the generator uses them too)
     PORT_FILE,
@@ -180,13 +182,18 @@ def _file_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     return frame.repartition(min(partitions, len(files)))
 
 
-def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, state: dict | None = None) -> DataFrame:
+def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, state: dict | None = None,
+             carry: Path | None = None) -> DataFrame:
     """The parse contract of `files` from portpass, one pass each, with the rate columns it adds
     (portpass.RATE_COLUMNS, continuing from `state`: portpass.state_of the hour before) and its
     marker rows (portpass.EXACT: files to parse line by line, which carry a parse problem so
-    that nothing counts them as rows)."""
+    that nothing counts them as rows). With `carry` (a folder on this machine, where the engine's
+    tasks run too), the state the files leave for the hour after is written there (portcarry)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
-    parse = partial(portgroup.parse_files, state=state, dictionary=takes_dictionary_strings(spark))
+    if carry is not None:
+        portcarry.expect(carry, len(files), sorted({f.constants["hour_cst"] for f in files}))
+    parse = partial(portgroup.parse_files, state=state, dictionary=takes_dictionary_strings(spark),
+                    carry=None if carry is None else str(carry))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), portpass.OUTPUT_DDL)
     return out.select(
         *[F.col(c.name) for c in schema.data_columns], "source_file",
@@ -223,6 +230,11 @@ def state_path(scratch: Scratch, hour_before: str) -> Scratch:
     return scratch / f"zj_port_state_{hour_before}"
 
 
+def carry_path(scratch: Scratch) -> Scratch:
+    """Where the one pass of a run writes the state its hour leaves for the next (portcarry)."""
+    return scratch / "zj_port_carry"
+
+
 def carried_into_pass(spark: SparkSession, config: Config | None, hours: list[str],
                       scratch: Scratch | None = None) -> dict | None:
     """portpass.state_of the stored hour before the files' hour (one hour's files, a lake that
@@ -237,6 +249,15 @@ def carried_into_pass(spark: SparkSession, config: Config | None, hours: list[st
     if counters is None:
         return None
     before = shift_hour(hours[0], -1)
+    left = portcarry.left_for(config, before)  # the state that hour's own pass left, when it still holds
+    if left is not None:
+        if scratch is not None:  # where the rates of the rows the pass sets apart read it (from_pass)
+            state_path(scratch, before).remove()
+            state_path(scratch, before).local().mkdir(parents=True)
+            pq.write_table(left, state_path(scratch, before).local() / "left.parquet")
+        return portpass.state_of(zip(left.column("device_name").to_pylist(), left.column("port_name").to_pylist(),
+                                     (t // 1000 for t in left.column("save_time_utc").cast(pa.int64()).to_pylist()),
+                                     left.column("in_pkts").to_pylist()))
     state = carried_state(counters.filter(F.col("hour_cst") == before))
     if scratch is not None:
         state = stage(state, state_path(scratch, before))
@@ -271,7 +292,13 @@ def parse_port_files(
     # SaveTime rule's cast of every row's text (0.9-1.0 s of a full hour's gate) is its byte check
     verified = {KEY_RULE: portpass.REPEATED_INSTANT, SAVE_TIME_RULE: portpass.SAVE_TIME_UNPROVEN}
     hours = sorted({f.constants["hour_cst"] for f in files})
-    frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours, Scratch(str(staging))))
+    scratch = Scratch(str(staging))
+    carry = carry_path(scratch) if config is not None and len(hours) == 1 and commits_staged(
+        config, load_schema(TABLE), [tuple(hours)]) else None
+    if carry is not None or not objectstore.is_url(str(scratch)):
+        carry_path(scratch).remove()  # an earlier pass's of this run
+    frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours, scratch),
+                     None if carry is None else carry.local())
     # the rows to rate again staged apart only where silver can then take the others' files (a
     # write by folders sorts each task's rows on a Spark cluster)
     apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
@@ -295,6 +322,8 @@ def rebuild_rates(spark: SparkSession, config: Config, changed: dict, scratch: S
     hours, _ = hours_to_rebuild(counters, set(own))
     after = {shift_hour(h, -1): h for h in own if shift_hour(h, -1) not in own}  # a carried hour -> the hour it precedes
     passed = staged_parse(spark, scratch, TABLE) if len(own) == 1 else None
+    if passed is not None and carry_path(scratch).exists():  # the pass's state for the next hour, if it holds
+        portcarry.keep(config, carry_path(scratch).local(), parse_path(scratch, TABLE).local(), own[0])
     following = [h for h in hours if h not in own]
     # first the hours after: when none of them changes (a retried hour), the changed hour is the
     # only one replaced, and its rates can be the files its counters were staged in
