@@ -5,6 +5,7 @@ never used once the hour's partition holds other files."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -82,9 +83,14 @@ def test_an_hour_leaves_its_carried_state_and_the_next_hour_reads_no_row_of_it(e
     """The first hour's pass leaves the state (equal to carried_state of its stored rows, the
     wrapped management port included); the second hour's run uses it, never scanning the first
     hour, and both hours' rates equal the window over both."""
+    store = Path(config.lake_root) / "_carry" / "zj_port_state"
+    store.mkdir(parents=True)
+    for old in ("2024052222", "2024052300"):  # 26 and 24 hours before the first hour
+        (store / f"{old}.parquet").write_bytes(b"")
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[0], seed=63)))
     left = portcarry.left_for(config, HOURS[0])
     assert left is not None
+    assert sorted(p.name for p in store.iterdir()) == ["2024052300.parquet", f"{HOURS[0]}.parquet"]
     stored = carried_state(_bronze(spark, config).filter(F.col("hour_cst") == HOURS[0])).select(
         *COLUMNS[:3], F.unix_micros("save_time_utc").alias("t"), *COLUMNS[4:]).collect()
     ours = [(*r[:3], int(r[3].timestamp() * 1_000_000), *r[4:]) for r in _state_rows(left)]

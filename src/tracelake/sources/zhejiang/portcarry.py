@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracelake.io.parse import REPEAT_COPY
+from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.portpass import EXACT
 
 if TYPE_CHECKING:  # the pass's function imports this module where the engine's tasks run
@@ -45,6 +46,9 @@ Marks = dict[tuple[str, str], list[int]]
 SCHEMA = pa.schema([("hour_cst", pa.string()), ("device_name", pa.string()), ("port_name", pa.string()),
                     ("save_time_utc", pa.timestamp("us", tz="UTC")), *[(c, pa.int64()) for c in COUNTERS]])
 EXPECTED = "_expected.json"  # the driver's count of the files the pass was given
+# how far back states are kept, in hours before the one just stored: a retried hour, or a day
+# ingested again, finds its hour before's state; an older hour's re-ingest computes it instead
+KEPT_HOURS = 24
 FILES_KEY = b"tracelake.files"  # the stored state's metadata: the partition's data files it describes
 
 
@@ -213,6 +217,10 @@ def keep(config: Config, folder: Path, staged: Path, hour: str) -> bool:
     temporary = target / f".{hour}.{uuid.uuid4().hex[:8]}"
     pq.write_table(table, temporary)
     os.replace(temporary, target / f"{hour}.parquet")
+    oldest = shift_hour(hour, -KEPT_HOURS)
+    for old in target.glob("*.parquet"):  # a state serves a retry of the hour after it; older ones go
+        if old.stem < oldest:
+            old.unlink(missing_ok=True)
     return True
 
 
