@@ -33,7 +33,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracelake.delta.staged_files import commits_staged
 from tracelake.io.parse import REPEAT_COPY
+from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.portpass import EXACT
 
@@ -179,6 +181,12 @@ def _parts(folder: Path, hour: str) -> Marks | None:
     return marks if covered == expected else None
 
 
+def _stored_here(config: Config, hour: str) -> bool:
+    """Whether the hour's partition can be the pass's own staged files: the commit's own test
+    (delta.staged_files.commits_staged: the local profile, a lake on this machine)."""
+    return commits_staged(config, load_schema(TABLE), [(hour,)])
+
+
 def _store(config: Config) -> Path:
     return Path(config.lake_root) / "_carry" / "zj_port_state"
 
@@ -202,7 +210,7 @@ def keep(config: Config, folder: Path, staged: Path, hour: str) -> bool:
     """Store the state the pass left in `folder` for `hour`, when the lake's partition of that
     hour is the pass's staged files under `staged` themselves (the same files on disk: the commit
     links them in) and the parts cover every file. Returns whether it was stored."""
-    if config.profile != "local" or "://" in config.lake_root:
+    if not _stored_here(config, hour):
         return False
     marks = _parts(folder, hour)
     stored = _partition_files(config, hour)
@@ -229,7 +237,7 @@ def keep(config: Config, folder: Path, staged: Path, hour: str) -> bool:
 def left_for(config: Config | None, hour: str) -> pa.Table | None:
     """The state stored for `hour` (carried_state's rows), while bronze.zj_port_counters'
     partition of that hour holds exactly the files it was stored with; otherwise None."""
-    if config is None or config.profile != "local" or "://" in config.lake_root:
+    if config is None or not _stored_here(config, hour):
         return None
     path = _store(config) / f"{hour}.parquet"
     if not path.is_file():

@@ -295,7 +295,7 @@ def parse_port_files(
     scratch = Scratch(str(staging))
     carry = carry_path(scratch) if config is not None and len(hours) == 1 and commits_staged(
         config, load_schema(TABLE), [tuple(hours)]) else None
-    if carry is not None or not objectstore.is_url(str(scratch)):
+    if not objectstore.is_url(str(scratch)):
         carry_path(scratch).remove()  # an earlier pass's of this run
     frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours, scratch),
                      None if carry is None else carry.local())
