@@ -15,6 +15,7 @@ from tracelake.errors import TracelakeError
 from tracelake.run.bronze import ingest_table
 from tracelake.run.context import Run
 from tracelake.run.derived import rebuild_derived
+from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import hourly
 from tracelake.sources.zhejiang.clock import cst_hour, cst_to_utc, format_cst
@@ -235,3 +236,57 @@ def test_missing_column_and_empty_folder(tmp_path):
         "OUTPKTSLOSS , devicename,PortName,Time,InBytes,InUseRatio,InSpeed,InPktsLoss,OutBytes,"
         "OutUseRatio,OutSpeed,Extra", schema, "x.csv")
     assert positions["OutPktsLoss"] == 0 and positions["DeviceName"] == 1 and labels[-1] == "Extra"
+
+
+def test_a_new_hour_adds_its_link_ends_to_the_wiring_and_a_replaced_hour_rebuilds_it(
+        engine, spark, config, cluster, tmp_path, monkeypatch):
+    """silver.zj_link_wiring reads a new hour's link.csv rows only, and still equals link_wiring
+    of every stored hour: after hours added one by one, after an hour replaced with other rows
+    (built whole again), and after an hour whose rebuild failed once is run again."""
+    hours = ["2024052400", "2024052401", "2024052402", "2024052403"]
+    raw = tmp_path / "raw"
+    _world_files(cluster, hours, raw)
+    read_hours: list[list[str]] = []
+    whole = hourly.link_wiring
+
+    def spy(link):
+        read_hours.append(sorted(r.hour_cst for r in link.select("hour_cst").distinct().collect()))
+        return whole(link)
+    monkeypatch.setattr(hourly, "link_wiring", spy)
+    table = lambda layer, name: spark.read.format("delta").load(config.table_path(layer, name))  # noqa: E731
+
+    def wiring_is_whole(lines: int) -> None:
+        link = table("bronze", "zj_link")
+        assert link.count() == lines
+        stored = table("silver", "zj_link_wiring")
+        assert stored.agg(F.sum("samples")).first()[0] == lines
+        assertDataFrameEqual(stored, whole(link))
+
+    link_lines = [len((raw / "trafficinfo" / h / f"{h}_link.csv").read_text(encoding="utf-8").splitlines()) - 1
+                  for h in hours]
+    for hour in hours[:3]:
+        run_ingest(engine, config, "zhejiang", str(raw), hours=hour)
+    assert read_hours == [[hours[0]], [hours[1]], [hours[2]]]
+    wiring_is_whole(sum(link_lines[:3]))
+
+    # hour 2 again with one link row fewer and other ECN marks: its old rows are in the table
+    path = raw / "trafficinfo" / hours[1] / f"{hours[1]}_link.csv"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[:-1]).replace(",0,", ",7,", 1) + "\n", encoding="utf-8")
+    read_hours.clear()
+    run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])
+    assert read_hours == [hours[:3]]
+    wiring_is_whole(sum(link_lines[:3]) - 1)
+
+    # the fourth hour's bronze commit lands, its wiring rebuild fails; the re-run adds it
+    def broken(stored, added):
+        raise RuntimeError("rebuild interrupted")
+    with monkeypatch.context() as m:
+        m.setattr(hourly, "wiring_with", broken)
+        with pytest.raises(Exception, match="rebuild interrupted"):
+            run_ingest(engine, config, "zhejiang", str(raw), hours=hours[3])
+    assert table("bronze", "zj_link").filter(F.col("hour_cst") == hours[3]).count() == link_lines[3]
+    read_hours.clear()
+    run_ingest(engine, config, "zhejiang", str(raw), hours=hours[3])
+    assert read_hours == [[hours[3]]]
+    wiring_is_whole(sum(link_lines) - 1)

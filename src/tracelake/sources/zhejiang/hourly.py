@@ -34,10 +34,11 @@ from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, re
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild, time_groups, utc_from_groups
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
-from tracelake.sources.zhejiang.transforms.hourly import last_samples, link_wiring, nic_rates
+from tracelake.sources.zhejiang.transforms.hourly import last_samples, link_wiring, nic_rates, wiring_with
 from tracelake.sources.zhejiang.xlsx import read_sheets
 
 NIC_TABLE = "bronze.zj_nic"
+LINK_TABLE, WIRING_TABLE = "bronze.zj_link", "silver.zj_link_wiring"
 TABLES = {
     "flow": "bronze.zj_flow",
     "nic": NIC_TABLE,
@@ -303,7 +304,24 @@ def rebuild_nic_rates(spark: SparkSession, config: Config, changed: dict, scratc
     return nic_rates(nic.filter(F.col("hour_cst").isin(hours)), earlier), tuple((h,) for h in hours)
 
 
+def rebuild_link_wiring(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, None] | None:
+    """silver.zj_link_wiring with the link ends of the changed hours added to the stored ones
+    (wiring_with), when the stored table holds no row of those hours: its samples add up to the
+    rows of every other hour (a count the engine takes from the files' metadata). A new hour
+    then reads its own rows only, however many hours the lake holds. Otherwise (a replaced
+    hour, an hour whose rebuild never ran, no table yet) it is built whole from every hour."""
+    link, stored = read_tables(spark, config, LINK_TABLE, WIRING_TABLE)
+    if link is None:
+        return None
+    hours = F.col("hour_cst").isin(sorted({values[0] for values in changed[LINK_TABLE]}))
+    if stored is not None:
+        [(samples,)] = stored.agg(F.sum("samples")).collect()
+        if (samples or 0) == link.filter(~hours).count():
+            return wiring_with(stored, link_wiring(link.filter(hours))), None
+    return link_wiring(link), None
+
+
 DERIVED = [
     replace(derived("silver.zj_nic_rates", nic_rates, (NIC_TABLE,)), rebuild=rebuild_nic_rates),
-    derived("silver.zj_link_wiring", link_wiring, ("bronze.zj_link",)),
+    replace(derived(WIRING_TABLE, link_wiring, (LINK_TABLE,)), rebuild=rebuild_link_wiring),
 ]

@@ -88,21 +88,36 @@ def link_wiring(link: DataFrame) -> DataFrame:
     """Which port is cabled to which peer (link.csv, docs/formats/zhejiang.md §7 step 8), once per link end, with the
     port in its full name so it joins port.csv and the per-port files, and the ECN marks seen."""
     dst_port = F.when(F.length(F.trim("dst_port")) > 0, F.col("dst_port"))
-    return (
-        link.select(
-            "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
-            "dst_device", dst_port.alias("dst_port"), "start_time", "ecn_marked_count",
-        )
-        .groupBy("device_name", "port_name", "dst_device", "dst_port")
-        .agg(
-            F.min("start_time").alias("first_seen"),
-            F.max("start_time").alias("last_seen"),
-            F.count(F.lit(1)).alias("samples"),
-            F.sum("ecn_marked_count").alias("ecn_marked_total"),
-        )
-        .select(
-            "device_name", _device_role(F.col("device_name")).alias("device_role"), "port_name",
-            "dst_device", _device_role(F.col("dst_device")).alias("dst_role"), "dst_port",
-            "first_seen", "last_seen", "samples", "ecn_marked_total",
-        )
+    ends = link.select(
+        "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
+        "dst_device", dst_port.alias("dst_port"), "start_time", "ecn_marked_count",
+    )
+    return _with_roles(ends.groupBy(*WIRING_KEYS).agg(
+        F.min("start_time").alias("first_seen"),
+        F.max("start_time").alias("last_seen"),
+        F.count(F.lit(1)).alias("samples"),
+        F.sum("ecn_marked_count").alias("ecn_marked_total"),
+    ))
+
+
+def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
+    """link_wiring of two sets of link.csv rows, from link_wiring of each: a link end's first and
+    last sample, its sample count and its ECN marks combine exactly (min, max, integer sums), so
+    a new hour's link ends join the stored table without the hours before being read again."""
+    return _with_roles(stored.unionByName(added).groupBy(*WIRING_KEYS).agg(
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("samples").alias("samples"),
+        F.sum("ecn_marked_total").alias("ecn_marked_total"),
+    ))
+
+
+WIRING_KEYS = ("device_name", "port_name", "dst_device", "dst_port")
+
+
+def _with_roles(ends: DataFrame) -> DataFrame:
+    return ends.select(
+        "device_name", _device_role(F.col("device_name")).alias("device_role"), "port_name",
+        "dst_device", _device_role(F.col("dst_device")).alias("dst_role"), "dst_port",
+        "first_seen", "last_seen", "samples", "ecn_marked_total",
     )
