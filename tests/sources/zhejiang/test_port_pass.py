@@ -4,6 +4,8 @@ hit every status, across an hour boundary with the carried state, and on real fi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -179,10 +181,15 @@ def test_files_the_pass_did_not_rate_are_rated_by_the_window(spark):
     assertDataFrameEqual(got.select(*SILVER), expected.select(*SILVER))
 
 
+# the rules the pass checks on every row it yields: recorded without their queries when it finds nothing
+PROVEN = ("port_sample_unique", "save_time_matches_utc", "samples_in_hour_folder")
+
+
 def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(engine, config, tmp_path, monkeypatch):
     """port_sample_unique, a group-by of the hour, is settled by the pass's per-file check when
-    every file took the pass and none repeats an instant, and save_time_matches_utc (a cast of
-    every row's text) by its byte check: both recorded with the figures their queries give,
+    every file took the pass and none repeats an instant, save_time_matches_utc (a cast of
+    every row's text) by its byte check and samples_in_hour_folder (another group-by) by a
+    compare of each row's instant with its hour: all recorded with the figures their queries give,
     without running them; an exact copy of a poll is counted as repeated in the pass and the
     kept rows still need no query."""
     from tracelake.quality import gate
@@ -206,9 +213,9 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
                             lambda folder, port, t: (np.full_like(t, 0.2), np.full_like(t, 0.1)), seed=5)
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}
     rows = stats["bronze.zj_port_counters"].rows_read
-    assert "port_sample_unique" not in asked and "save_time_matches_utc" not in asked and "counter_wrapped" in asked
+    assert [r for r in PROVEN if r in asked] == [] and "counter_wrapped" in asked
     ops = engine.spark.read.format("delta").load(config.table_path("ops", "quality_results"))
-    for rule in ("port_sample_unique", "save_time_matches_utc"):
+    for rule in PROVEN:
         key = ops.filter(F.col("expectation_id") == rule).select(
             "success", "element_count", "unexpected_count", "unexpected_percent", "observed_value").collect()
         assert [tuple(r) for r in key] == [(True, rows, 0, 0.0, "0")]
@@ -233,7 +240,7 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}["bronze.zj_port_counters"]
     assert (again.rows_read, again.rows_kept, again.rows_quarantined, again.rows_repeated) == (rows + 1, rows, 0, 1)
     assert "port_sample_unique" not in asked  # the copy is set apart in the pass: the kept rows hold the key
-    assert "save_time_matches_utc" not in asked
+    assert "save_time_matches_utc" not in asked and "samples_in_hour_folder" not in asked
     latest = engine.spark.read.format("delta").load(config.table_path("ops", "quality_results")).filter(
         F.col("expectation_id") == "repeated_rows").select("severity", "element_count", "unexpected_count").collect()
     assert [tuple(r) for r in latest] == [("warning", rows + 1, 1)]
@@ -414,3 +421,12 @@ def test_the_checks_judge_each_file_by_all_of_its_own_rows_whatever_its_chunks()
     got = portpass.failed_checks(tables, [DEVICE] * len(tables), ports)
     assert got.tolist() == [False, True, True, True, True, True, False]
     assert [portpass._holds(t, DEVICE, p) for t, p in zip(tables, ports)] == [not g for g in got.tolist()]
+
+
+def test_a_row_outside_its_cst_hour_folder_is_marked_as_the_hour_rule_tests_it():
+    """portpass.outside_hour against samples_in_hour_folder's bounds: the folder's CST hour from
+    its first millisecond, up to but not including the next hour's."""
+    start = portpass.hour_start_ms("2024052400")
+    assert start == int(datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()) * 1000
+    ms = np.array([start - 1, start, start + portpass.HOUR_MS - 1, start + portpass.HOUR_MS])
+    assert portpass.outside_hour(ms, np.full(4, start)).tolist() == [True, False, False, True]

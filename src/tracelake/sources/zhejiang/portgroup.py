@@ -25,6 +25,7 @@ from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portpass import (
     COUNTERS,
     EXACT,
+    OUTSIDE_HOUR,
     PASS_OUTPUT,
     RATE_OUT_OF_BOUNDS,
     REPEATED_INSTANT,
@@ -119,6 +120,8 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         REPEATED_INSTANT: false,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
         RATE_OUT_OF_BOUNDS: portpass.rates_out_of_bounds(rates),
+        OUTSIDE_HOUR: pa.array(portpass.outside_hour(ms, np.repeat([portpass.hour_start_ms(f["hour_cst"]) for f in files],
+                                                                   counts))),
         REPEAT_COPY: false, EXACT: false, RERATE: false,
     }
     return pa.table(columns, schema=PASS_OUTPUT)

@@ -27,6 +27,9 @@ history, and are staged apart; ports.rebuild_rates computes their silver rows ag
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from functools import cache
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,6 +52,10 @@ SAVE_TIME_UNPROVEN = "_save_time_unproven"
 # records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
 RATE_OUT_OF_BOUNDS = "_rate_out_of_bounds"
 RATE_BOUND = 1.05  # expectations/silver.zj_port_rates.json, rates_within_line_rate
+# the row's SaveTimeUTC lies outside its CST hour folder: where no row is, the gate records the
+# suite's rule samples_in_hour_folder (a group-by of the hour) as passed without its query
+OUTSIDE_HOUR = "_outside_hour_folder"
+HOUR_MS = 3_600_000
 RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
        "InRatio", "OutRatio")
 RAW_TYPES = {"SaveTime": pa.string(), "SaveTimeUTC": pa.int64(), "DeviceName": pa.string(),
@@ -70,7 +77,7 @@ OUTPUT = pa.schema([
     ("in_ratio", pa.float64()), ("out_ratio", pa.float64()),
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
-    (SAVE_TIME_UNPROVEN, pa.bool_()), (RATE_OUT_OF_BOUNDS, pa.bool_()),
+    (SAVE_TIME_UNPROVEN, pa.bool_()), (RATE_OUT_OF_BOUNDS, pa.bool_()), (OUTSIDE_HOUR, pa.bool_()),
     (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()), (RERATE, pa.bool_()),
 ])
 # the strings a file repeats on every row, yielded as dictionaries (one value each, the status one of
@@ -251,6 +258,18 @@ def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> di
     }
 
 
+@cache
+def hour_start_ms(hour: str) -> int:
+    """The epoch milliseconds a CST hour folder `YYYYMMDDHH` starts at (China time is UTC+8,
+    with no daylight saving)."""
+    return int(datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC).timestamp() - 8 * 3600) * 1000
+
+
+def outside_hour(ms: np.ndarray, start_ms: np.ndarray) -> np.ndarray:
+    """Rows whose instant lies outside the hour starting at `start_ms` (samples_in_hour_folder's test)."""
+    return (ms < start_ms) | (ms >= start_ms + HOUR_MS)
+
+
 def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
            before: tuple[list[int], list[int]] | None = None) -> pa.Table:
     """The file's rows with their rates; continuing from `before` (state_of's entry for its port)
@@ -277,6 +296,7 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
         RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates),
+        OUTSIDE_HOUR: pa.array(outside_hour(ms, np.full(n, hour_start_ms(file["hour_cst"])))),
         REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
         RERATE: pa.array(np.full(n, rerate)),
     }
@@ -289,6 +309,7 @@ def _copy_rows(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -
     columns = {f.name: pa.nulls(n, f.type) for f in PASS_OUTPUT}
     columns.update(_typed(table, ms, lines, file), **{REPEATED_INSTANT: pa.array(np.zeros(n, bool)),
                                                        SAVE_TIME_UNPROVEN: pa.array(np.zeros(n, bool)),
+                                                       OUTSIDE_HOUR: pa.array(np.zeros(n, bool)),
                                                        REPEAT_COPY: pa.array(np.ones(n, bool)),
                                                        EXACT: pa.array(np.zeros(n, bool)),
                                                        RERATE: pa.array(np.ones(n, bool))})

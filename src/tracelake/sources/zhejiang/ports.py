@@ -200,7 +200,8 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         PARSE_ERRORS, *[name for name, _ in portpass.RATE_COLUMNS], portpass.REPEATED_INSTANT,
-        portpass.SAVE_TIME_UNPROVEN, portpass.RATE_OUT_OF_BOUNDS, REPEAT_COPY, portpass.EXACT, portpass.RERATE,
+        portpass.SAVE_TIME_UNPROVEN, portpass.RATE_OUT_OF_BOUNDS, portpass.OUTSIDE_HOUR, REPEAT_COPY, portpass.EXACT,
+        portpass.RERATE,
     )
 
 
@@ -210,6 +211,7 @@ KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
 PROVEN_RULES = ("port_matches_file_name", "device_matches_folder")
 RATES_RULE = "rates_within_line_rate"  # expectations/silver.zj_port_rates.json: the pass checks it (portpass.RATE_OUT_OF_BOUNDS)
 SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (portpass.save_time_unproven)
+HOUR_RULE = "samples_in_hour_folder"  # and this one (portpass.outside_hour)
 
 
 def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile]) -> Callable:
@@ -290,7 +292,8 @@ def parse_port_files(
     # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
     # one file an hour, and every row of a file the pass took names that port and switch; the
     # SaveTime rule's cast of every row's text (0.9-1.0 s of a full hour's gate) is its byte check
-    verified = {KEY_RULE: portpass.REPEATED_INSTANT, SAVE_TIME_RULE: portpass.SAVE_TIME_UNPROVEN}
+    verified = {KEY_RULE: portpass.REPEATED_INSTANT, SAVE_TIME_RULE: portpass.SAVE_TIME_UNPROVEN,
+                HOUR_RULE: portpass.OUTSIDE_HOUR}
     hours = sorted({f.constants["hour_cst"] for f in files})
     scratch = Scratch(str(staging))
     carry = carry_path(scratch) if config is not None and len(hours) == 1 and commits_staged(
