@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -261,10 +262,13 @@ def test_a_new_hour_adds_its_link_ends_to_the_wiring_and_a_replaced_hour_rebuild
         stored = table("silver", "zj_link_wiring")
         assert stored.agg(F.sum("samples")).first()[0] == lines
         assertDataFrameEqual(stored, whole(link))
+        assert DeltaTable(config.table_path("silver", "zj_link_wiring")).schema() == schema_after_first_hour
 
     link_lines = [len((raw / "trafficinfo" / h / f"{h}_link.csv").read_text(encoding="utf-8").splitlines()) - 1
                   for h in hours]
-    for hour in hours[:3]:
+    run_ingest(engine, config, "zhejiang", str(raw), hours=hours[0])
+    schema_after_first_hour = DeltaTable(config.table_path("silver", "zj_link_wiring")).schema()  # built whole
+    for hour in hours[1:3]:
         run_ingest(engine, config, "zhejiang", str(raw), hours=hour)
     assert read_hours == [[hours[0]], [hours[1]], [hours[2]]]
     wiring_is_whole(sum(link_lines[:3]))
