@@ -205,3 +205,21 @@ def test_generate_says_what_it_takes_of_the_real_release(tmp_path):
     said: list[str] = []
     written = generate("itp", tmp_path / "itp", reference=str(release), say=said.append)
     assert said == [] and sorted(p.name for p in written) == ["elasticflow-traces.tar.gz", "raw-traces.tar.gz"]
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_the_command_leaves_with_its_code_after_its_exit_handlers_and_its_output(thread):
+    """__main__.leave skips the interpreter's teardown, not the exit handlers or a line still
+    buffered for a pipe; a thread still running gets the usual exit, which waits for it."""
+    import subprocess
+    script = "\n".join([
+        "import atexit, threading, time",
+        "from tracelake.__main__ import leave",
+        "atexit.register(lambda: print('handler'))",
+        f"if {thread}: threading.Thread(target=lambda: (time.sleep(0.3), print('thread', end=' '))).start()",
+        "print('said', end=' ')",
+        "leave(3)",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert (done.returncode, done.stdout, done.stderr) == (3, "said thread handler\n" if thread else "said handler\n", "")
