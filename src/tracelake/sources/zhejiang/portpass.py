@@ -27,7 +27,6 @@ history, and are staged apart; ports.rebuild_rates computes their silver rows ag
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from functools import cache
 
 import numpy as np
@@ -37,6 +36,7 @@ import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
+from tracelake.sources.zhejiang.clock import hour_start_utc
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.portrates import line_rate_bps, standalone_rates
 from tracelake.sources.zhejiang.savetime import save_time_unproven
@@ -260,9 +260,8 @@ def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> di
 
 @cache
 def hour_start_ms(hour: str) -> int:
-    """The epoch milliseconds a CST hour folder `YYYYMMDDHH` starts at (China time is UTC+8,
-    with no daylight saving)."""
-    return int(datetime.strptime(hour, "%Y%m%d%H").replace(tzinfo=UTC).timestamp() - 8 * 3600) * 1000
+    """The epoch milliseconds a CST hour folder `YYYYMMDDHH` starts at (clock.hour_start_utc)."""
+    return int(hour_start_utc(hour).timestamp()) * 1000
 
 
 def outside_hour(ms: np.ndarray, start_ms: np.ndarray) -> np.ndarray:

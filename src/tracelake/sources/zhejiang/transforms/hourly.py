@@ -84,6 +84,9 @@ def _device_role(name: Column) -> Column:
     )
 
 
+WIRING_KEYS = ("device_name", "port_name", "dst_device", "dst_port")  # one row per link end
+
+
 def link_wiring(link: DataFrame) -> DataFrame:
     """Which port is cabled to which peer (link.csv, docs/formats/zhejiang.md §7 step 8), once per link end, with the
     port in its full name so it joins port.csv and the per-port files, and the ECN marks seen."""
@@ -110,9 +113,6 @@ def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
         F.coalesce(F.sum("samples"), F.lit(0)).alias("samples"),  # a count: never null, as link_wiring's
         F.sum("ecn_marked_total").alias("ecn_marked_total"),
     ))
-
-
-WIRING_KEYS = ("device_name", "port_name", "dst_device", "dst_port")
 
 
 def _with_roles(ends: DataFrame) -> DataFrame:
