@@ -1,7 +1,8 @@
 """Every case of the bad-input corpus (cases.py) through the CLI's main(), on the test run's one
 engine (helpers.tracelake_in_process; the CLI as a process of its own is tested by
 tests/app/test_cli.py and test_faults.py): the exit code, the one-line message, the rows of each table, the quarantine reasons, rows read = kept +
-quarantined, and that every table of the lake still reads afterwards."""
+quarantined, and that every table of the lake still reads afterwards, with the columns and
+nullability its schema file declares."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from conftest import SHARED_DATA
 from deltalake import DeltaTable
 from helpers import tracelake_in_process
 
-from tracelake.schema import LAYERS
+from tracelake.schema import LAYERS, table_schema
 
 
 def lake_tables(lake: Path) -> dict[str, DeltaTable]:
@@ -24,6 +25,18 @@ def lake_tables(lake: Path) -> dict[str, DeltaTable]:
             if any(log.glob("*.json")):
                 found[f"{layer}/{log.parent.name}"] = DeltaTable(str(log.parent))
     return found
+
+
+def schema_drift(name: str, table: DeltaTable) -> list[tuple[str, str, str]]:
+    """(column, declared, stored) wherever a table's Delta schema differs from its schema file:
+    a column missing on either side, or NOT NULL not kept."""
+    def kind(nullable: bool | None) -> str:
+        return "absent" if nullable is None else "nullable" if nullable else "NOT NULL"
+
+    declared = {c.name: c.nullable for c in table_schema(name.replace("/", ".")).columns}
+    stored = {f.name: f.nullable for f in table.schema().fields}
+    return [(c, kind(declared.get(c)), kind(stored.get(c))) for c in sorted(declared.keys() | stored.keys())
+            if kind(declared.get(c)) != kind(stored.get(c))]
 
 
 def rows(tables: dict[str, DeltaTable], name: str) -> int:
@@ -51,8 +64,9 @@ def test_bad_input_outcome(case, tmp_path, engine):
     if case.hidden is not None:
         assert case.hidden not in done.stdout + done.stderr
     tables = lake_tables(lake)  # opening each: every table still reads
-    for table in tables.values():
+    for name, table in tables.items():
         table.to_pyarrow_table()
+        assert schema_drift(name, table) == [], name
     for name, expected in case.rows.items():
         assert rows(tables, name) == expected, name
     for name, expected in case.reasons.items():

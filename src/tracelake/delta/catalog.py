@@ -4,6 +4,7 @@ as `layer.table`, and conforming a frame to a table's schema."""
 from __future__ import annotations
 
 import sys
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -118,6 +119,36 @@ def conform(df: DataFrame, schema: TableSchema) -> DataFrame:
     nulls, and the first write would freeze that into the Delta schema)."""
     typed = df.select(*[F.col(c.name).cast(c.spark_type).alias(c.name) for c in schema.columns])
     return df.sparkSession.createDataFrame([], schema.spark_schema()).unionByName(typed)
+
+
+# a value of each type for a column the schema declares NOT NULL: never taken (a null fails the
+# write first), it only shows the engine that the column cannot be null (see held_not_null)
+_STAND_INS = {
+    "string": "", "int": 0, "bigint": 0, "double": 0.0,
+    "timestamp": datetime(1970, 1, 1, tzinfo=UTC), "date": date(1970, 1, 1),
+}
+
+
+def held_not_null(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """`df` (conformed) with each column the schema declares NOT NULL held to it: a row with a
+    null there fails the query with the table and column named, and the engine sees the column
+    NOT NULL. For a write that replaces the table's schema (a whole overwrite): it takes the
+    frame's nullability into the Delta log, and the engine calls a sum, an outer join's column or
+    a union nullable whatever the rows hold, so the table would declare less than schemas/ does.
+    In the same pass as the write: a CASE per column, no second read."""
+    held = []
+    for c in schema.columns:
+        col = F.col(c.name)
+        if not c.nullable:
+            message = f"{schema.full_name}.{c.name} is declared NOT NULL, and a row to be written holds a null there"
+            checked = F.when(col.isNull(), F.raise_error(F.lit(message)))
+            if c.type == "boolean":  # (Sail 0.7.2) a coalesce of booleans is written nullable; of ints, not
+                col = F.coalesce(checked.otherwise(col.cast("int")), F.lit(0)).cast("boolean")
+            else:
+                stand_in = F.array() if c.type == "array<string>" else F.lit(_STAND_INS[c.type])
+                col = F.coalesce(checked.otherwise(col), stand_in.cast(c.spark_type))
+        held.append(col.alias(c.name))
+    return df.select(*held)
 
 
 def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> str:

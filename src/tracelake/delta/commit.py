@@ -28,6 +28,7 @@ from tracelake.config import Config
 from tracelake.delta.catalog import (
     conform,
     ensure_table,
+    held_not_null,
     is_empty,
     partition_predicate,
     quote_name,
@@ -306,7 +307,8 @@ def _overwrite(
         if set(compare) <= set(stored.columns) and unchanged(stored, df, compare):
             register(spark, config, schema.layer, schema.table)
             return False
-    writer = conform(df, schema).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    frame = held_not_null(conform(df, schema), schema)  # the new schema is the frame's
+    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
     if schema.partition_by:
         writer = writer.partitionBy(*schema.partition_by)
     writer.save(path)

@@ -110,7 +110,7 @@ def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
     return _with_roles(stored.unionByName(added).groupBy(*WIRING_KEYS).agg(
         F.min("first_seen").alias("first_seen"),
         F.max("last_seen").alias("last_seen"),
-        F.coalesce(F.sum("samples"), F.lit(0)).alias("samples"),  # a count: never null, as link_wiring's
+        F.sum("samples").alias("samples"),
         F.sum("ecn_marked_total").alias("ecn_marked_total"),
     ))
 

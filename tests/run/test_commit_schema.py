@@ -1,0 +1,66 @@
+"""A whole overwrite writes the schema file's nullability into the Delta log, whatever the
+engine infers for the frame (a sum, an outer join's columns, booleans), and a null in a NOT NULL
+column fails the write with the column named, leaving the table as it was."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import functions as F
+
+from tracelake.delta import commit as lake
+from tracelake.schema import parse_schema
+
+SCHEMA = parse_schema({
+    "table": "held", "layer": "gold", "description": "test", "partition_by": ["part"],
+    "columns": [
+        {"name": "part", "type": "string", "nullable": False, "description": "-"},
+        {"name": "k", "type": "string", "nullable": False, "description": "-"},
+        {"name": "total", "type": "bigint", "nullable": False, "description": "-"},
+        {"name": "share", "type": "double", "nullable": False, "description": "-"},
+        {"name": "big", "type": "boolean", "nullable": False, "description": "-"},
+        {"name": "seen", "type": "timestamp", "nullable": False, "description": "-"},
+        {"name": "tags", "type": "array<string>", "nullable": False, "description": "-"},
+        {"name": "n", "type": "int", "nullable": False, "description": "-"},
+        {"name": "note", "type": "string", "nullable": True, "description": "-"},
+    ],
+}, "test")
+
+
+def _rows(spark, missing_total: bool = False):
+    """Every NOT NULL column below comes out of a left join and a sum, so the engine calls it
+    nullable; with `missing_total`, key 'c' has no sample and its total is null."""
+    keys = spark.createDataFrame([("p1", "a"), ("p1", "b"), ("p2", "c")], "part string, k string")
+    samples = spark.createDataFrame(
+        [("a", 5, "x"), ("a", 7, "y"), ("b", 1, "z")] + ([] if missing_total else [("c", 2, "w")]),
+        "k string, v bigint, tag string")
+    joined = keys.join(samples, "k", "left")
+    return joined.groupBy("part", "k").agg(
+        F.sum("v").alias("total"), (F.sum("v") / 10.0).alias("share"), (F.sum("v") > 3).alias("big"),
+        F.lit(datetime(2024, 5, 24)).alias("seen"), F.collect_list("tag").alias("tags"),
+        F.count("v").cast("int").alias("n"), F.lit(None).cast("string").alias("note"))
+
+
+def _stored(path: str) -> dict[str, bool]:
+    return {f.name: f.nullable for f in DeltaTable(path).schema().fields}
+
+
+def test_a_whole_overwrite_keeps_the_declared_nullability(spark, config):
+    frame = _rows(spark)
+    assert frame.schema["total"].nullable and frame.schema["big"].nullable  # what the engine infers
+    assert lake.commit(spark, config, SCHEMA, frame, lake.Overwrite())
+    path = config.table_path("gold", "held")
+    assert _stored(path) == {c.name: c.nullable for c in SCHEMA.columns}
+    got = sorted((r.k, r.total, r.big, sorted(r.tags), r.n) for r in spark.read.format("delta").load(path).collect())
+    assert got == [("a", 12, True, ["x", "y"], 2), ("b", 1, False, ["z"], 1), ("c", 2, False, ["w"], 1)]
+
+
+def test_a_null_in_a_not_null_column_fails_the_overwrite_and_leaves_the_table(spark, config):
+    path = config.table_path("gold", "held")
+    lake.commit(spark, config, SCHEMA, _rows(spark), lake.Overwrite())
+    with pytest.raises(Exception, match=r"gold\.held\.total is declared NOT NULL, and a row to be written holds a null"):
+        lake.commit(spark, config, SCHEMA, _rows(spark, missing_total=True), lake.Overwrite())
+    assert DeltaTable(path).version() == 0
+    assert sorted(r.total for r in spark.read.format("delta").load(path).collect()) == [1, 2, 12]
