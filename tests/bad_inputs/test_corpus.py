@@ -27,16 +27,23 @@ def lake_tables(lake: Path) -> dict[str, DeltaTable]:
     return found
 
 
+# Delta's names for the schema files' types
+DELTA_TYPES = {"string": "string", "int": "integer", "bigint": "long", "double": "double", "boolean": "boolean",
+               "timestamp": "timestamp", "date": "date", "array<string>": "array<string>"}
+
+
 def schema_drift(name: str, table: DeltaTable) -> list[tuple[str, str, str]]:
     """(column, declared, stored) wherever a table's Delta schema differs from its schema file:
-    a column missing on either side, or NOT NULL not kept."""
-    def kind(nullable: bool | None) -> str:
-        return "absent" if nullable is None else "nullable" if nullable else "NOT NULL"
+    a column missing on either side, another type, or NOT NULL not kept."""
+    def delta_type(field) -> str:
+        element = getattr(field.type, "element_type", None)
+        return field.type.type if element is None else f"array<{element.type}>"
 
-    declared = {c.name: c.nullable for c in table_schema(name.replace("/", ".")).columns}
-    stored = {f.name: f.nullable for f in table.schema().fields}
-    return [(c, kind(declared.get(c)), kind(stored.get(c))) for c in sorted(declared.keys() | stored.keys())
-            if kind(declared.get(c)) != kind(stored.get(c))]
+    declared = {c.name: f"{DELTA_TYPES[c.type]} {'null' if c.nullable else 'NOT NULL'}"
+                for c in table_schema(name.replace("/", ".")).columns}
+    stored = {f.name: f"{delta_type(f)} {'null' if f.nullable else 'NOT NULL'}" for f in table.schema().fields}
+    return [(c, declared.get(c, "absent"), stored.get(c, "absent")) for c in sorted(declared.keys() | stored.keys())
+            if declared.get(c) != stored.get(c)]
 
 
 def rows(tables: dict[str, DeltaTable], name: str) -> int:
