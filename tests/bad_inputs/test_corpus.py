@@ -1,7 +1,7 @@
 """Every case of the bad-input corpus (cases.py) through the CLI's main(), on the test run's one
 engine (helpers.tracelake_in_process; the CLI as a process of its own is tested by
 tests/app/test_cli.py and test_faults.py): the exit code, the one-line message, the rows of each table, the quarantine reasons, rows read = kept +
-quarantined, and that every table of the lake still reads afterwards, with the columns and
+quarantined, and that every table of the lake still reads afterwards, with the columns, types and
 nullability its schema file declares."""
 
 from __future__ import annotations
