@@ -27,10 +27,17 @@ from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.transforms.correlate import (
     UPLINK_PORTS,
     Rules,
+    iteration_counters,
+    iteration_flows,
     iteration_network,
+    iteration_port_minutes,
+    may_blame,
+    network_verdicts,
     overlap_join,
+    path_port_evidence,
     task_network_summary,
     task_paths,
+    verdicts,
     with_baseline,
 )
 
@@ -266,6 +273,35 @@ def test_the_first_step_after_a_restart_is_never_blamed_on_the_network(spark, sc
     assert before[5] == (True, "access_saturation")
     assert got[5] == (True, "none")
     assert {i: v for i, v in got.items() if i < 5 or i > 7} == {i: v for i, v in before.items() if i < 5 or i > 7}
+
+
+@pytest.mark.portable
+def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_whole_verdicts(spark, scenario):
+    """The hourly rebuild's shape: gold was made when only iterations 1-10 had evidence; then
+    11-19 get theirs. Judging again only those and the iterations a port can be blamed for
+    (may_blame), with the others' own figures taken from the earlier gold, gives the whole
+    rebuild's rows. Leaving out may_blame's iteration 5 (slow, evidence unchanged) loses its
+    suspect: its verdict reads the ports' typical levels, which the new iterations move."""
+    paths, its, rates, minutes, flows, links = _scenario(spark)
+    evidence = [_computed(spark, f) for f in (iteration_counters(paths, its, rates),
+                                              iteration_port_minutes(paths, its, minutes, flows),
+                                              iteration_flows(paths, its, flows, links))]
+    early = _computed(spark, network_verdicts(paths, its, *[f.filter("iteration <= 10") for f in evidence]))
+    whole = network_verdicts(paths, its, *evidence)
+    assertDataFrameEqual(whole, scenario.select(*whole.columns))
+    assert sorted(r.iteration for r in may_blame(its).collect()) == [5, 8, 12, 19]
+    fresh = its.filter("iteration > 10").select("task_id", "iteration")
+
+    def rebuilt(only):
+        ev = _computed(spark, path_port_evidence(paths, its, evidence[0], evidence[1], only=only))
+        known = early.join(only, ["task_id", "iteration"], "left_anti")
+        return ev, verdicts(paths, its, ev, evidence[2], known=known)
+
+    ev, got = rebuilt(fresh.unionByName(may_blame(its)))
+    assert sorted({r.iteration for r in ev.collect()}) == [5, 8, *range(11, 17)]  # the data ends at 180 s
+    assertDataFrameEqual(got, whole)
+    _, without = rebuilt(fresh)
+    assert {r.iteration: r.suspect_reason for r in without.collect() if r.suspect_reason != "none"} == {12: "loss"}
 
 
 def test_no_network_data_means_coverage_zero_and_no_suspect(spark):

@@ -27,6 +27,7 @@ from tracelake.sources.zhejiang.transforms.correlate import (
     iteration_counters,
     iteration_flows,
     iteration_port_minutes,
+    may_blame,
     network_verdicts,
     path_port_evidence,
     task_network_summary,
@@ -139,18 +140,35 @@ def rebuild_iteration_network(
 ) -> tuple[DataFrame, tuple] | None:
     """The rows of the tasks whose evidence changed, from that evidence alone (the per-iteration
     tables), replacing those tasks' partitions. No network table is read: the cost follows the
-    task's iterations, not the hours of traffic it ran through. The port evidence, which the
-    verdicts read twice, is stored in `scratch` once (an hour of a day-long task, this step with
-    the window medians of port_evidence: 2.3–2.8 s before, 1.2–1.8 s)."""
+    task's iterations, not the hours of traffic it ran through.
+
+    Each port's typical level is a median over the whole task, so every verdict that reads one
+    is made again: those of the iterations a port can be blamed for (may_blame). The others'
+    verdicts read only their own evidence, so only the iterations in the evidence partitions
+    that changed are judged from it; the rest keep the per-iteration figures of the stored
+    verdicts (a whole task when none are stored or its iterations changed). The typical levels
+    are medians of each evidence table by itself. The port evidence, which the verdicts read
+    twice, is stored in `scratch` once."""
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None
-    tasks = sorted({values[0] for table in EVIDENCE for values in changed.get(table, ())})
+    parts = sorted({values for table in EVIDENCE for values in changed.get(table, ())})
+    tasks = sorted({values[0] for values in parts})
     if not tasks:
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
-    ports = stage(path_port_evidence(paths, iterations, counters, port_minutes), scratch / f"{ITERATION_NETWORK}.ports")
-    return verdicts(paths, iterations, ports, flows), tuple((task,) for task in tasks)
+    stored, = read_tables(spark, config, ITERATION_NETWORK)
+    only = known = None
+    if stored is not None and ITERATIONS not in changed:
+        fresh = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("start_hour_cst")).join(
+            spark.createDataFrame(parts, "task_id string, start_hour_cst string"), ["task_id", "start_hour_cst"],
+            "left_semi")
+        only = stage(fresh.select("task_id", "iteration").unionByName(may_blame(iterations)),
+                     scratch / f"{ITERATION_NETWORK}.iterations")  # read three times
+        known = stored.filter(F.col("task_id").isin(tasks)).join(only, ["task_id", "iteration"], "left_anti")
+    ports = stage(path_port_evidence(paths, iterations, counters, port_minutes, only=only),
+                  scratch / f"{ITERATION_NETWORK}.ports")
+    return verdicts(paths, iterations, ports, flows, known=known), tuple((task,) for task in tasks)
 
 
 DERIVED = [

@@ -273,17 +273,14 @@ def flow_rtts_per_port(pairs: DataFrame) -> DataFrame:
         .alias("flow_rtts_ns"))
 
 
-def flows_elevated(port_minutes: DataFrame, rules: Rules) -> DataFrame:
-    """Adds typical_rtt_max_ns (the port's median largest RTT over the task's iterations) and
-    elevated_flows (flows through the port at >= rtt_factor x that typical)."""
-    port = ["task_id", "device_name", "port_name"]
-    typical = port_minutes.groupBy(*port).agg(F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
+def elevated_flows(rules: Rules) -> Column:
+    """Flows through the port at >= rtt_factor x its typical largest RTT (typical_rtt_max_ns), from
+    the row's RTT list; null where the row has no flow."""
     factor = F.lit(rules.rtt_factor)
     rtts = F.split(F.coalesce(F.col("flow_rtts_ns"), F.lit("")), ",")
     elevated = F.size(F.filter(rtts, lambda rtt: (F.length(rtt) > 0)
                                & (rtt.cast("bigint") >= factor * F.col("typical_rtt_max_ns"))))
-    return port_minutes.join(typical, port, "left").withColumn(
-        "elevated_flows", F.when(F.col("rtt_max_ns").isNotNull(), elevated.cast("bigint")))
+    return F.when(F.col("rtt_max_ns").isNotNull(), elevated.cast("bigint"))
 
 
 def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rules: Rules) -> DataFrame:
@@ -336,27 +333,72 @@ def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
             .withColumn("is_slow", F.coalesce(F.col("slowdown") >= F.lit(rules.slow_factor), F.lit(False))))
 
 
-def port_evidence(pi: DataFrame, counters: DataFrame, minutes: DataFrame, rules: Rules) -> DataFrame:
-    """One row per (task, iteration, port) with any data, and each measure's typical level: its
-    median over the task's iterations that have that measure for that port. Counter shares are
-    of the time the counters rate (collector outages and missing rows leave holes) and only
-    when they rate at least min_time_cover of the iteration (`counted`)."""
-    keys = ["task_id", "iteration", "device_name", "port_name"]
-    ev = (pi.select(*keys, "role", "duration_s")
-          .join(counters, keys, "left").join(minutes, keys, "left")
-          .filter(F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
-                  | F.col("rtt_max_ns").isNotNull()))
+PORT = ["task_id", "device_name", "port_name"]
+PORT_KEYS = ["task_id", "iteration", "device_name", "port_name"]
+TYPICAL = ("util_max", "hot_share", "loss_pkts", "minute_util_max", "rtt_max_ns")
+
+
+def path_members(paths: DataFrame, iterations: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(the iterations with an interval: task_id, iteration, duration_s; the ports carrying the
+    task's traffic: task_id, role, device_name, port_name): port_iterations' two sides, joined to
+    the evidence one at a time instead of as their product."""
+    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
+                            & (F.col("start_ts") < F.col("end_ts"))).select("task_id", "iteration", "duration_s")
+    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
+    return its, ports
+
+
+def _hot_share(rules: Rules) -> tuple[Column, Column]:
+    """(counted, hot_share) of a row with the counter evidence and its iteration's duration_s."""
     counted = F.coalesce(F.col("rated_s"), F.lit(0.0)) >= F.lit(rules.min_time_cover) * F.col("duration_s")
-    ev = ev.select("*", counted.alias("counted"),
-                   F.when(counted, F.col("hot_s") / F.col("rated_s")).alias("hot_share"),
-                   F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"))
-    port = Window.partitionBy("task_id", "device_name", "port_name")  # a window: ev is computed once
-    # only what verdicts reads: the RTT lists and the seconds behind the shares made the staged
-    # copy (rebuild_iteration_network) 0.69-0.72 s against 0.56-0.60 s for two tasks' 14 hours
-    return ev.select(*keys, "role", "counter_rows", "minute_rows", "util_max", "util_mean", "gbps", "loss_pkts",
-                     "minute_util_max", "elevated_flows", "counted", "hot_share", "busy_est_s",
-                     *[F.median(m).over(port).alias(f"typical_{m}")
-                       for m in ("util_max", "hot_share", "loss_pkts", "minute_util_max")])
+    return counted, F.when(counted, F.col("hot_s") / F.col("rated_s"))
+
+
+def typical_levels(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
+                   rules: Rules) -> DataFrame:
+    """Per (task, port) its typical level of each measure: the median over the task's iterations
+    that have it for that port (path_members' iterations and ports; the largest RTT over every
+    row of port_minutes). Taken from each evidence table by itself, in one aggregation each, so a
+    rebuild can judge a few iterations against the whole task without joining the task's
+    evidence rows."""
+    counted, hot_share = _hot_share(rules)
+    on_path = ports.select(*PORT, F.lit(True).alias("_on_path"))
+    timed = its.select("task_id", "iteration", "duration_s", F.lit(True).alias("_timed"))
+    member = F.coalesce(F.col("_on_path") & F.col("_timed"), F.lit(False))  # a row of port_iterations'
+
+    def members(evidence: DataFrame) -> DataFrame:
+        return (evidence.join(F.broadcast(on_path), PORT, "left")
+                .join(F.broadcast(timed), ["task_id", "iteration"], "left"))
+
+    rated = members(counters).groupBy(*PORT).agg(
+        F.median(F.when(member, F.col("util_max"))).alias("typical_util_max"),
+        F.median(F.when(member, hot_share)).alias("typical_hot_share"))
+    minutes = members(port_minutes).groupBy(*PORT).agg(
+        F.median(F.when(member, F.col("loss_pkts"))).alias("typical_loss_pkts"),
+        F.median(F.when(member, F.col("minute_util_max"))).alias("typical_minute_util_max"),
+        F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
+    return rated.join(minutes, PORT, "full")
+
+
+def port_evidence(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
+                  typical: DataFrame, rules: Rules) -> DataFrame:
+    """One row per (task, iteration, port) of `its` x `ports` with any data, with each measure's
+    typical level (typical_levels). Counter shares are of the time the counters rate (collector
+    outages and missing rows leave holes) and only when they rate at least min_time_cover of the
+    iteration (`counted`)."""
+    wanted = F.broadcast(its.select("task_id", "iteration"))  # before the outer join: it keeps no filter
+    counters, port_minutes = (f.join(wanted, ["task_id", "iteration"], "left_semi") for f in (counters, port_minutes))
+    ev = (counters.join(port_minutes, PORT_KEYS, "full").join(F.broadcast(ports), PORT)
+          .join(F.broadcast(its), ["task_id", "iteration"])
+          .filter(F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
+                  | F.col("rtt_max_ns").isNotNull())
+          .join(typical, PORT, "left"))
+    counted, hot_share = _hot_share(rules)
+    return ev.select(*PORT_KEYS, "role", "counter_rows", "minute_rows", "util_max", "util_mean", "gbps", "loss_pkts",
+                     "minute_util_max", elevated_flows(rules).alias("elevated_flows"), counted.alias("counted"),
+                     hot_share.alias("hot_share"),
+                     F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"),
+                     *[f"typical_{m}" for m in TYPICAL[:4]])
 
 
 def _candidates(ev: DataFrame, rules: Rules) -> DataFrame:
@@ -478,21 +520,45 @@ def network_verdicts(paths: DataFrame, iterations: DataFrame, counters: DataFram
     return verdicts(paths, iterations, ports, flows, rules)
 
 
+# the per-iteration columns of gold.zj_iteration_network that only the iteration's own evidence sets
+PER_ITERATION = ("access_util_max", "access_util_mean", "uplink_util_max", "comm_busy_s", "nic_gbps_median",
+                 "loss_pkts", "ports_with_data")
+
+
+def may_blame(iterations: DataFrame, rules: Rules = Rules()) -> DataFrame:
+    """(task_id, iteration) of the iterations a port can be blamed for: slow, and not the first
+    after a restart. Only their verdicts read the ports' typical levels (see verdicts' blame)."""
+    its = with_baseline(iterations, rules)
+    return its.filter(F.col("is_slow") & ~F.col("after_restart")).select("task_id", "iteration")
+
+
 def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFrame, port_minutes: DataFrame,
-                       rules: Rules = Rules()) -> DataFrame:
-    """port_evidence of the tasks' iterations from the stored evidence tables: verdicts reads it
-    twice (per iteration, suspects), so a caller may store it once in between."""
+                       rules: Rules = Rules(), only: DataFrame | None = None) -> DataFrame:
+    """port_evidence of the tasks' iterations (of `only`'s (task_id, iteration), when given) from
+    the stored evidence tables, each port judged against its typical level over all the task's
+    iterations: verdicts reads it twice (per iteration, suspects), so a caller may store it once
+    in between."""
     counters, port_minutes = (f.drop("start_hour_cst") for f in (counters, port_minutes))
-    return port_evidence(port_iterations(paths, iterations), counters, flows_elevated(port_minutes, rules), rules)
+    its, ports = path_members(paths, iterations)
+    typical = typical_levels(its, ports, counters, port_minutes, rules)
+    if only is not None:
+        its = its.join(only, ["task_id", "iteration"], "left_semi")
+    return port_evidence(its, ports, counters, port_minutes, typical, rules)
 
 
 def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: DataFrame,
-             rules: Rules = Rules()) -> DataFrame:
-    """gold.zj_iteration_network from path_port_evidence `ev` and iteration_flows `flows`."""
+             rules: Rules = Rules(), known: DataFrame | None = None) -> DataFrame:
+    """gold.zj_iteration_network from path_port_evidence `ev` and iteration_flows `flows`. With
+    `known` (task_id, iteration and PER_ITERATION of the iterations `ev` leaves out: a stored
+    gold's), `ev` may hold only the iterations whose evidence changed and those a port can be
+    blamed for (may_blame): the others' verdicts read their own PER_ITERATION and no port."""
+    per_iteration = _per_iteration(ev)
+    if known is not None:
+        per_iteration = per_iteration.unionByName(known.select("task_id", "iteration", *PER_ITERATION))
     flows = flows.drop("start_hour_cst")
     its = with_baseline(iterations, rules)
     keys = ["task_id", "iteration"]
-    out = (its.join(_per_iteration(ev), keys, "left").join(flows, keys, "left")
+    out = (its.join(per_iteration, keys, "left").join(flows, keys, "left")
            .join(_expected(paths), "task_id", "left").join(_candidates(ev, rules), keys, "left"))
     out = out.withColumn("comm_busy_baseline_s", sliding_quantile("comm_busy_s", _centred(rules), rules.baseline_q))
     extra_comm = F.col("comm_busy_s") - F.col("comm_busy_baseline_s")
