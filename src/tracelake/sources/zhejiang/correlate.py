@@ -148,7 +148,8 @@ def rebuild_iteration_network(
     that changed are judged from it; the rest keep the per-iteration figures of the stored
     verdicts (a whole task when none are stored or its iterations changed). The typical levels
     are medians of each evidence table by itself. The port evidence, which the verdicts read
-    twice, is stored in `scratch` once."""
+    twice, is stored in `scratch` once. The last hour of a two-task day, in process, 8 + 8 runs
+    alternated: 1.00-1.24 s against 1.40-1.76 s judging every iteration, the same rows."""
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None

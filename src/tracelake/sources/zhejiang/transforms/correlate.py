@@ -335,7 +335,7 @@ def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
 
 PORT = ["task_id", "device_name", "port_name"]
 PORT_KEYS = ["task_id", "iteration", "device_name", "port_name"]
-TYPICAL = ("util_max", "hot_share", "loss_pkts", "minute_util_max", "rtt_max_ns")
+TYPICAL = ("util_max", "hot_share", "loss_pkts", "minute_util_max")  # the typical_* levels verdicts read
 
 
 def path_members(paths: DataFrame, iterations: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -398,7 +398,7 @@ def port_evidence(its: DataFrame, ports: DataFrame, counters: DataFrame, port_mi
                      "minute_util_max", elevated_flows(rules).alias("elevated_flows"), counted.alias("counted"),
                      hot_share.alias("hot_share"),
                      F.when(counted, F.col("busy_s") / F.col("rated_s") * F.col("duration_s")).alias("busy_est_s"),
-                     *[f"typical_{m}" for m in TYPICAL[:4]])
+                     *[f"typical_{m}" for m in TYPICAL])
 
 
 def _candidates(ev: DataFrame, rules: Rules) -> DataFrame:
