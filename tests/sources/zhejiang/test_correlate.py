@@ -281,7 +281,8 @@ def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_w
     11-19 get theirs. Judging again only those and the iterations a port can be blamed for
     (may_blame), with the others' own figures taken from the earlier gold, gives the whole
     rebuild's rows. Leaving out may_blame's iteration 5 (slow, evidence unchanged) loses its
-    suspect: its verdict reads the ports' typical levels, which the new iterations move."""
+    suspect: a suspect comes from the iteration's port evidence against the ports' typical
+    levels, which the kept per-iteration figures do not hold."""
     paths, its, rates, minutes, flows, links = _scenario(spark)
     evidence = [_computed(spark, f) for f in (iteration_counters(paths, its, rates),
                                               iteration_port_minutes(paths, its, minutes, flows),
