@@ -166,14 +166,30 @@ def _minute_span(ts: str) -> tuple[Column, Column]:
     return F.col(ts) - F.expr("INTERVAL 60 SECONDS"), F.col(ts)
 
 
+def timed_iterations(iterations: DataFrame) -> DataFrame:
+    """The iterations with an interval (both ends known, start before end): the only ones that
+    can overlap evidence."""
+    return iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
+                             & (F.col("start_ts") < F.col("end_ts")))
+
+
+def iteration_spans(iterations: DataFrame) -> DataFrame:
+    """task_id, iteration, l_start, l_end of the timed iterations: the left side of an overlap join."""
+    return timed_iterations(iterations).select(
+        "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
+
+
+def carrying_ports(paths: DataFrame) -> DataFrame:
+    """task_id, role, device_name, port_name of the path ports that carry the task's traffic."""
+    return paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
+
+
 def port_iterations(paths: DataFrame, iterations: DataFrame) -> DataFrame:
     """(task, iteration, port) for every iteration with an interval and every port carrying the
     task's traffic: the left side of every port join."""
-    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
-                            & (F.col("start_ts") < F.col("end_ts")))
-    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
-    return its.select("task_id", "iteration", "duration_s", F.col("start_ts").alias("l_start"),
-                      F.col("end_ts").alias("l_end")).join(ports, "task_id")
+    return timed_iterations(iterations).select(
+        "task_id", "iteration", "duration_s", F.col("start_ts").alias("l_start"),
+        F.col("end_ts").alias("l_end")).join(carrying_ports(paths), "task_id")
 
 
 def counter_evidence(pi: DataFrame, rates: DataFrame, rules: Rules) -> DataFrame:
@@ -243,10 +259,7 @@ def intra_task_flows(paths: DataFrame, flows: DataFrame) -> DataFrame:
 
 
 def _flow_pairs(iterations: DataFrame, task_flows: DataFrame, rules: Rules) -> DataFrame:
-    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
-                            & (F.col("start_ts") < F.col("end_ts"))).select(
-        "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
-    return overlap_join(its, task_flows, ["task_id"], rules.bucket_s)
+    return overlap_join(iteration_spans(iterations), task_flows, ["task_id"], rules.bucket_s)
 
 
 def flows_per_iteration(pairs: DataFrame) -> DataFrame:
@@ -285,7 +298,7 @@ def elevated_flows(rules: Rules) -> Column:
 
 def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rules: Rules) -> DataFrame:
     """ECN-marked packets on the task's links (leaf side, and the spine side of its uplinks)."""
-    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "device_name", "port_name").distinct()
+    ports = carrying_ports(paths).select("task_id", "device_name", "port_name").distinct()
     start, end = _minute_span("start_time")
     leaf_side = links.select(
         "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
@@ -294,10 +307,7 @@ def link_evidence(paths: DataFrame, iterations: DataFrame, links: DataFrame, rul
         F.col("dst_device").alias("device_name"), F.col("dst_port").alias("port_name"),
         "ecn_marked_count", start.alias("r_start"), end.alias("r_end"))
     marked = leaf_side.unionByName(spine_side).join(F.broadcast(ports), ["device_name", "port_name"])
-    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
-                            & (F.col("start_ts") < F.col("end_ts"))).select(
-        "task_id", "iteration", F.col("start_ts").alias("l_start"), F.col("end_ts").alias("l_end"))
-    pairs = overlap_join(its, marked, ["task_id"], rules.bucket_s)
+    pairs = overlap_join(iteration_spans(iterations), marked, ["task_id"], rules.bucket_s)
     return pairs.groupBy("task_id", "iteration").agg(F.sum("ecn_marked_count").cast("bigint").alias("ecn_marks"))
 
 
@@ -342,10 +352,7 @@ def path_members(paths: DataFrame, iterations: DataFrame) -> tuple[DataFrame, Da
     """(the iterations with an interval: task_id, iteration, duration_s; the ports carrying the
     task's traffic: task_id, role, device_name, port_name): port_iterations' two sides, joined to
     the evidence one at a time instead of as their product."""
-    its = iterations.filter(F.col("start_ts").isNotNull() & F.col("end_ts").isNotNull()
-                            & (F.col("start_ts") < F.col("end_ts"))).select("task_id", "iteration", "duration_s")
-    ports = paths.filter(F.col("carries_task_traffic")).select("task_id", "role", "device_name", "port_name")
-    return its, ports
+    return timed_iterations(iterations).select("task_id", "iteration", "duration_s"), carrying_ports(paths)
 
 
 def _hot_share(rules: Rules) -> tuple[Column, Column]:
