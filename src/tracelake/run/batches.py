@@ -66,5 +66,5 @@ def merged_stats(stats: list[TableStats]) -> list[TableStats]:
             s.table, seen.rows_read + s.rows_read, seen.rows_kept + s.rows_kept,
             seen.rows_quarantined + s.rows_quarantined, tuple(dict.fromkeys([*seen.warnings, *s.warnings])),
             tuple(dict.fromkeys([*seen.critical_failures, *s.critical_failures])),
-            _joined(seen.partitions, s.partitions), seen.rows_repeated + s.rows_repeated)
+            _joined(seen.partitions, s.partitions), seen.rows_repeated + s.rows_repeated, seen.unchanged and s.unchanged)
     return list(by_table.values())

@@ -186,6 +186,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         quarantine = quarantine.unionByName(moved.select(*q_cols, "reasons", *lineage))
         set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
     rows = kept.select(*data_cols, "source_file", *lineage)
+    unchanged = False  # a merge does not say
     if partitions is None:
         commit(spark, config, q_schema, quarantine, ReplaceFiles(names, compare=[*q_cols, "reasons"]))
         commit(spark, config, schema, rows, MergeByKey(names))
@@ -194,7 +195,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         q_rows = None if flagged is None else prepared.parse_failed + flagged
         commit(spark, config, q_schema, quarantine, ReplacePartitions(
             partitions, compare=[*q_cols, "reasons"], rows=q_rows, checked=True))
-        commit(spark, config, schema, _as_staged(config, prepared, rows, partitions), ReplacePartitions(
+        unchanged = not commit(spark, config, schema, _as_staged(config, prepared, rows, partitions), ReplacePartitions(
             partitions, compare=[*data_cols, "source_file"], rows=clean, checked=True, fence=prepared.parse_failed > 0))
     record_results(spark, config, run, prepared.table, gate)
 
@@ -204,7 +205,7 @@ def commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepar
         rows_quarantined = prepared.parse_failed + set_aside.count()
         rows_kept = kept.count()
     return TableStats(prepared.table, prepared.rows_read, rows_kept, rows_quarantined, warning_lines(gate.results),
-                      partitions=partitions, rows_repeated=prepared.repeated)
+                      partitions=partitions, rows_repeated=prepared.repeated, unchanged=unchanged)
 
 
 def _split_keys_stored_elsewhere(

@@ -66,6 +66,7 @@ class TableStats:
     critical_failures: tuple[str, ...] = ()
     partitions: tuple[tuple, ...] | None = None  # what changed: these partitions; None = the table
     rows_repeated: int = 0  # exact re-deliveries, kept once: read = kept + quarantined + repeated
+    unchanged: bool = False  # its rows' commit changed nothing (the stored rows were these already)
 
 
 def record_results(spark: SparkSession, config: Config, run: Run, table: str, gate: GateOutcome) -> None:

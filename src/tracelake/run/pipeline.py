@@ -26,10 +26,12 @@ from tracelake.io.staging import LEFT_BEHIND, Scratch
 from tracelake.io.storetree import Listing, StorePath
 from tracelake.run.alongside import prepare_batch
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
-from tracelake.run.bronze import PreparedTable, commit_table, prepare_table
+from tracelake.run.bronze import PreparedTable, commit_table, file_partitions, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
 from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, generated_names, get_source
+from tracelake.run.settled import Settled
+from tracelake.run.settled import load as load_settled
 
 
 def raw_dir_for(config: Config, source: str, raw: str | None) -> Path | str:
@@ -159,12 +161,13 @@ def _note(note: object, **figures: object) -> None:
 
 def _ingest_batch(
     engine: Engine, config: Config, run: Run, batch: list[TableInput], per_hour: list[Derived], hour: str,
-    step: Step, files: list[int],
-) -> list[TableStats]:
+    step: Step, files: list[int], settled: Settled,
+) -> tuple[list[TableStats], dict[str, Partitions | None]]:
     """Prepare every input of the batch before its first write (the small ones alongside the
     big one: run.alongside), commit them, rebuild the derived tables given (the per-hour ones;
-    every one when the run is one batch); the stats of every table written, with the partitions
-    changed.
+    every one when the run is one batch); (the stats of every table written, with the partitions
+    changed; the partitions the derived tables must follow, none when the commits changed nothing
+    and `settled` holds every partition: then nothing is rebuilt).
     `files` is [raw files done, in the run] and is counted on."""
     counted = threading.Lock()
 
@@ -178,13 +181,19 @@ def _ingest_batch(
                 _note(note, rows=table.rows_read, files=tuple(files))
         return table
     prepared = prepare_batch(batch, prepare)
+    inputs = {table.table: file_partitions(table.files, table.schema) for table in prepared}
+    owed = not settled.holds(inputs)
+    settled.owe(inputs)  # before the first commit: a run stopped after it rebuilds them next time
     committed = []
     for table in prepared:
         with step(f"{table.table}: writing{hour}") as note:
             committed.append(commit_table(engine.spark, config, run, table))
             _note(note, rows=committed[-1].rows_kept + committed[-1].rows_quarantined)
     changed = changes_of(committed)
-    return committed + rebuild_derived(engine, config, run, per_hour, changed, step)
+    if not owed and all(s.unchanged for s in committed):
+        with step(f"derived tables{hour}: not rebuilt, their inputs' rows are those they were rebuilt from"):
+            return committed, {}
+    return committed + rebuild_derived(engine, config, run, per_hour, changed, step), changed
 
 
 def _stopped_at(hour: str, done: list[str], exc: TracelakeError, rebuild_once: Callable[[], object]) -> TracelakeError:
@@ -232,13 +241,17 @@ def run_ingest(
             if len(cut) == 1:  # one batch: every derived table in one schedule, each started once what it reads is settled
                 per_hour, once = per_hour + once, []
             changed: dict[str, Partitions | None] = {}
+            settled, ingested = load_settled(config), []
             files = [0, sum(len(item.files) for item in inputs)]
             started = time.monotonic()
             for number, (hour_folder, batch) in enumerate(cut):
                 hour = f" [{hour_folder}]" if hour_folder else ""
                 try:
                     with step(f"hour {hour_folder} ({number + 1}/{len(cut)})") if len(cut) > 1 else nullcontext() as note:
-                        committed = _ingest_batch(engine, config, run, batch, per_hour, hour, step, files)
+                        committed, changes = _ingest_batch(engine, config, run, batch, per_hour, hour, step, files,
+                                                           settled)
+                        ingested.append({t: p for t, p in changes_of(committed).items()
+                                         if t in {item.table for item in batch}})
                         spent = time.monotonic() - started
                         _note(note, rows=sum(s.rows_read for s in committed if s.table.startswith("bronze.")),
                               files=tuple(files), eta_s=spent / (number + 1) * (len(cut) - number - 1))
@@ -248,10 +261,12 @@ def run_ingest(
                     done = [h for h, _ in cut[:number]]
                     raise _stopped_at(hour_folder, done, exc, lambda: rebuild_derived(
                         engine, config, run, once, changed, step)) from exc
-                add_changes(changed, changes_of(committed))
+                add_changes(changed, changes)
                 stats += committed
             if once:
                 stats += rebuild_derived(engine, config, run, once, changed, step)
+            for batch_inputs in ingested:  # every rebuild that reads them ended
+                settled.settle(batch_inputs)
             record_inputs(config, raw_dir, inputs)
             flush_results(engine.spark, config, run)
         except TracelakeError:

@@ -23,6 +23,7 @@ from tracelake.run import pipeline
 from tracelake.run.context import Run
 from tracelake.run.derived import publish_derived
 from tracelake.run.pipeline import run_ingest
+from tracelake.run.settled import RECORD, code_digest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.clock import shift_hour
@@ -314,6 +315,52 @@ def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tm
     assert {t: history(engine, config.table_path(*t.split(".")), 1)[0].version for t in versions} == versions
 
 
+def test_an_identical_rerun_rebuilds_nothing_unless_a_run_stopped_before_its_rebuilds(
+        engine, spark, config, tmp_path, monkeypatch):
+    """An hour ingested again as it is changes no row, so nothing derived from it is rebuilt
+    (run.settled), unless a run stopped between its commits and its rebuilds: that run's hour is
+    rebuilt by the next run of it, though its rows are then unchanged too. A record written by
+    other code is not trusted."""
+    raws = [_hour(tmp_path, h, seed=40 + i) for i, h in enumerate(HOURS[:2])]
+    for raw in raws:
+        run_ingest(engine, config, "zhejiang", str(raw))
+    record = Path(config.lake_root) / RECORD
+    assert json.loads(record.read_text())["tables"] == {ports.TABLE: [[HOURS[0]], [HOURS[1]]]}
+    rates_path = config.table_path("silver", "zj_port_rates")
+    version = history(engine, rates_path, 1)[0].version
+
+    again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raws[0]))}
+    assert list(again) == [ports.TABLE] and again[ports.TABLE].unchanged  # no derived table rebuilt
+    assert (again[ports.TABLE].rows_read, again[ports.TABLE].rows_kept) == (_data_lines(raws[0]),) * 2
+    assert history(engine, rates_path, 1)[0].version == version
+
+    # hour 1 with other content; the run stops after its commits, before its rebuilds
+    changed = _hour(tmp_path / "again", HOURS[0], seed=41, level=0.6)
+    real = pipeline.rebuild_derived
+
+    def stopped(*args, **kwargs):
+        raise TracelakeError("silver.zj_port_rates: disk full")
+
+    monkeypatch.setattr(pipeline, "rebuild_derived", stopped)
+    with pytest.raises(TracelakeError, match="disk full"):
+        run_ingest(engine, config, "zhejiang", str(changed))
+    assert json.loads(record.read_text())["tables"] == {ports.TABLE: [[HOURS[1]]]}  # hour 1 is owed
+    assert history(engine, rates_path, 1)[0].version == version  # the rates are behind the counters
+    monkeypatch.setattr(pipeline, "rebuild_derived", real)
+    rerun = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(changed))}
+    assert rerun[ports.TABLE].unchanged and rerun[ports.RATES_TABLE].partitions == ((HOURS[0],), (HOURS[1],))
+    whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert json.loads(record.read_text())["tables"] == {ports.TABLE: [[HOURS[0]], [HOURS[1]]]}
+
+    # a record of other code: rebuilt (the same rows, so no commit), then trusted again
+    record.write_text(json.dumps({**json.loads(record.read_text()), "code": "other"}))
+    version = history(engine, rates_path, 1)[0].version
+    assert ports.RATES_TABLE in {s.table for s in run_ingest(engine, config, "zhejiang", str(changed))}
+    assert history(engine, rates_path, 1)[0].version == version
+    assert json.loads(record.read_text())["code"] == code_digest()
+
+
 def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_path):
     for i, hour in enumerate(HOURS):
         write_port_hour(tmp_path, hour, CHOSEN[:1], _load(0.2), seed=60 + i)
@@ -519,6 +566,8 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     (spark.read.parquet(str(tmp_path / "old_layout")).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
      .partitionBy("task_id").save(path))
     assert DeltaTable(path).metadata().partition_columns == ["task_id"]
+    settled = Path(config.lake_root) / RECORD
+    settled.unlink()  # that lake's code kept no record of settled hours (run.settled)
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
     assert again["silver.zj_iteration_counters"].partitions is None  # rebuilt whole
     assert DeltaTable(path).metadata().partition_columns == ["task_id", "start_hour_cst"]
@@ -529,7 +578,9 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     derived = ("silver.zj_iteration_counters", "silver.zj_iteration_port_minutes", "silver.zj_iteration_flows",
                "gold.zj_iteration_network", "gold.zj_task_network_summary")
     versions = {t: history(engine, config.table_path(*t.split(".")), 1)[0].version for t in derived}
-    run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])
+    settled.unlink()  # rebuilt again, not skipped as settled
+    again = {s.table for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
+    assert set(derived) <= again
     assert {t: history(engine, config.table_path(*t.split(".")), 1)[0].version for t in derived} == versions
 
 
