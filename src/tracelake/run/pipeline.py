@@ -30,7 +30,7 @@ from tracelake.run.bronze import PreparedTable, commit_table, file_partitions, p
 from tracelake.run.context import Run, Step, TableStats, flush_results
 from tracelake.run.derived import rebuild_derived
 from tracelake.run.registry import all_derived, generated_names, get_source
-from tracelake.run.settled import Settled
+from tracelake.run.settled import Settled, present
 from tracelake.run.settled import load as load_settled
 
 
@@ -182,7 +182,7 @@ def _ingest_batch(
         return table
     prepared = prepare_batch(batch, prepare)
     inputs = {table.table: file_partitions(table.files, table.schema) for table in prepared}
-    owed = not settled.holds(inputs)
+    owed = not settled.holds(inputs, present(config, all_derived()))
     settled.owe(inputs)  # before the first commit: a run stopped after it rebuilds them next time
     committed = []
     for table in prepared:
@@ -266,7 +266,7 @@ def run_ingest(
             if once:
                 stats += rebuild_derived(engine, config, run, once, changed, step)
             for batch_inputs in ingested:  # every rebuild that reads them ended
-                settled.settle(batch_inputs)
+                settled.settle(batch_inputs, present(config, all_derived()))
             record_inputs(config, raw_dir, inputs)
             flush_results(engine.spark, config, run)
         except TracelakeError:

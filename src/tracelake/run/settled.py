@@ -8,8 +8,9 @@ leaves derived rows behind their inputs, and only a rebuild repairs them. So a l
 `_settled.json`: per ingested table, the partitions whose derived rows were rebuilt after their
 last commit, by this very code (`code_digest`). A run takes its batch's partitions out of the
 record before its first commit (written to disk before it) and puts them back once every rebuild
-of the run ended. A batch whose commits changed nothing and whose partitions are all in the
-record is not rebuilt. A lake without the record, or one written by other code, rebuilds as
+of the run ended, with the derived tables the lake then holds. A batch whose commits changed
+nothing, whose partitions are all in the record, and none of whose derived tables went missing
+since, is not rebuilt. A lake without the record, or one written by other code, rebuilds as
 before; so does a lake at a URL, which keeps no record. Whole-table (unpartitioned) inputs are
 never recorded: their merges do not say whether they changed anything.
 """
@@ -25,7 +26,7 @@ from functools import cache
 from pathlib import Path
 
 import tracelake
-from tracelake.api.contract import Partitions
+from tracelake.api.contract import Derived, Partitions
 from tracelake.config import Config
 from tracelake.io import objectstore
 from tracelake.resources import resource_dir
@@ -53,10 +54,12 @@ class Settled:
 
     path: Path | None
     parts: dict[str, set[tuple]] = field(default_factory=dict)
+    derived: set[str] = field(default_factory=set)  # the derived tables the lake held when last settled
 
-    def holds(self, changes: dict[str, Partitions | None]) -> bool:
-        """Whether every partition of `changes` is settled (none is a whole table)."""
-        return self.path is not None and bool(changes) and all(
+    def holds(self, changes: dict[str, Partitions | None], derived_now: set[str]) -> bool:
+        """Whether every partition of `changes` is settled (none is a whole table) and every
+        derived table the record saw is still in the lake (`derived_now`: present)."""
+        return self.path is not None and bool(changes) and self.derived <= derived_now and all(
             partitions is not None and {_key(p) for p in partitions} <= self.parts.get(table, set())
             for table, partitions in changes.items())
 
@@ -69,8 +72,10 @@ class Settled:
                 self.parts.get(table, set()).difference_update(_key(p) for p in partitions)
         self._save()
 
-    def settle(self, changes: dict[str, Partitions | None]) -> None:
-        """Put these partitions in, once every rebuild that reads them ended."""
+    def settle(self, changes: dict[str, Partitions | None], derived_now: set[str]) -> None:
+        """Put these partitions in, once every rebuild that reads them ended, with the derived
+        tables the lake now holds."""
+        self.derived = set(derived_now)
         for table, partitions in changes.items():
             if partitions is not None:
                 self.parts.setdefault(table, set()).update(_key(p) for p in partitions)
@@ -80,7 +85,7 @@ class Settled:
         if self.path is None:
             return
         tables = {t: sorted(map(list, p), key=repr) for t, p in sorted(self.parts.items())}
-        text = json.dumps({"code": code_digest(), "tables": tables})
+        text = json.dumps({"code": code_digest(), "derived": sorted(self.derived), "tables": tables})
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f".{RECORD}.{uuid.uuid4().hex[:8]}")
         with open(temporary, "w", encoding="utf-8") as out:
@@ -88,6 +93,13 @@ class Settled:
             out.flush()
             os.fsync(out.fileno())  # on disk before the commit it guards
         os.replace(temporary, self.path)
+
+
+def present(config: Config, derived: list[Derived]) -> set[str]:
+    """The derived tables the lake holds: one the record saw that is gone (deleted by hand) is
+    rebuilt, not skipped."""
+    return {item.table for item in derived
+            if (Path(config.lake_root).joinpath(*item.table.split(".")) / "_delta_log").is_dir()}
 
 
 def _key(partition: tuple) -> tuple:
@@ -103,6 +115,7 @@ def load(config: Config) -> Settled:
         record = json.loads(path.read_text(encoding="utf-8"))
         if record.get("code") != code_digest():
             return Settled(path)
-        return Settled(path, {t: {tuple(p) for p in parts} for t, parts in record["tables"].items()})
+        return Settled(path, {t: {tuple(p) for p in parts} for t, parts in record["tables"].items()},
+                       set(record["derived"]))
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return Settled(path)

@@ -5,6 +5,7 @@ before it as if both had been computed at once."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -360,6 +361,11 @@ def test_an_identical_rerun_rebuilds_nothing_unless_a_run_stopped_before_its_reb
     assert history(engine, rates_path, 1)[0].version == version
     assert json.loads(record.read_text())["code"] == code_digest()
 
+    # a derived table deleted by hand: rebuilt, though the record holds the hour
+    shutil.rmtree(rates_path)
+    assert ports.RATES_TABLE in {s.table for s in run_ingest(engine, config, "zhejiang", str(changed))}
+    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+
 
 def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_path):
     for i, hour in enumerate(HOURS):
@@ -492,7 +498,6 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
         engine, spark, config, tmp_path):
     """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: gold is rebuilt for
     the tasks overlapping hour 2 only (their partitions), and equals a build over both hours."""
-    import shutil
 
     from tracelake.api.contract import Derived
     from tracelake.run.registry import all_derived, generate
