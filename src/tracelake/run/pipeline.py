@@ -182,7 +182,7 @@ def _ingest_batch(
         return table
     prepared = prepare_batch(batch, prepare)
     inputs = {table.table: file_partitions(table.files, table.schema) for table in prepared}
-    owed = not settled.holds(inputs, present(config, all_derived()))
+    owed = not settled.holds(inputs, present(engine.spark, config, all_derived()))
     settled.owe(inputs)  # before the first commit: a run stopped after it rebuilds them next time
     committed = []
     for table in prepared:
@@ -241,7 +241,7 @@ def run_ingest(
             if len(cut) == 1:  # one batch: every derived table in one schedule, each started once what it reads is settled
                 per_hour, once = per_hour + once, []
             changed: dict[str, Partitions | None] = {}
-            settled, ingested = load_settled(config), []
+            settled = load_settled(config)
             files = [0, sum(len(item.files) for item in inputs)]
             started = time.monotonic()
             for number, (hour_folder, batch) in enumerate(cut):
@@ -250,8 +250,6 @@ def run_ingest(
                     with step(f"hour {hour_folder} ({number + 1}/{len(cut)})") if len(cut) > 1 else nullcontext() as note:
                         committed, changes = _ingest_batch(engine, config, run, batch, per_hour, hour, step, files,
                                                            settled)
-                        ingested.append({t: p for t, p in changes_of(committed).items()
-                                         if t in {item.table for item in batch}})
                         spent = time.monotonic() - started
                         _note(note, rows=sum(s.rows_read for s in committed if s.table.startswith("bronze.")),
                               files=tuple(files), eta_s=spent / (number + 1) * (len(cut) - number - 1))
@@ -265,8 +263,7 @@ def run_ingest(
                 stats += committed
             if once:
                 stats += rebuild_derived(engine, config, run, once, changed, step)
-            for batch_inputs in ingested:  # every rebuild that reads them ended
-                settled.settle(batch_inputs, present(config, all_derived()))
+            settled.settle(present(engine.spark, config, all_derived()))  # every rebuild that reads them ended
             record_inputs(config, raw_dir, inputs)
             flush_results(engine.spark, config, run)
         except TracelakeError:

@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 import tracelake
 from tracelake.api.contract import Derived, Partitions
 from tracelake.config import Config
+from tracelake.delta.catalog import table_exists
 from tracelake.io import objectstore
 from tracelake.resources import resource_dir
 
@@ -55,6 +58,7 @@ class Settled:
     path: Path | None
     parts: dict[str, set[tuple]] = field(default_factory=dict)
     derived: set[str] = field(default_factory=set)  # the derived tables the lake held when last settled
+    owed: list[dict[str, Partitions | None]] = field(default_factory=list)  # taken out by this run
 
     def holds(self, changes: dict[str, Partitions | None], derived_now: set[str]) -> bool:
         """Whether every partition of `changes` is settled (none is a whole table) and every
@@ -65,6 +69,7 @@ class Settled:
 
     def owe(self, changes: dict[str, Partitions | None]) -> None:
         """Take these partitions out, on disk, before they are committed."""
+        self.owed.append(changes)
         for table, partitions in changes.items():
             if partitions is None:
                 self.parts.pop(table, None)
@@ -72,13 +77,15 @@ class Settled:
                 self.parts.get(table, set()).difference_update(_key(p) for p in partitions)
         self._save()
 
-    def settle(self, changes: dict[str, Partitions | None], derived_now: set[str]) -> None:
-        """Put these partitions in, once every rebuild that reads them ended, with the derived
-        tables the lake now holds."""
+    def settle(self, derived_now: set[str]) -> None:
+        """Put back every partition this run took out, once every rebuild that reads them
+        ended, with the derived tables the lake now holds."""
         self.derived = set(derived_now)
-        for table, partitions in changes.items():
-            if partitions is not None:
-                self.parts.setdefault(table, set()).update(_key(p) for p in partitions)
+        for changes in self.owed:
+            for table, partitions in changes.items():
+                if partitions is not None:
+                    self.parts.setdefault(table, set()).update(_key(p) for p in partitions)
+        self.owed = []
         self._save()
 
     def _save(self) -> None:
@@ -95,11 +102,10 @@ class Settled:
         os.replace(temporary, self.path)
 
 
-def present(config: Config, derived: list[Derived]) -> set[str]:
+def present(spark: SparkSession, config: Config, derived: list[Derived]) -> set[str]:
     """The derived tables the lake holds: one the record saw that is gone (deleted by hand) is
     rebuilt, not skipped."""
-    return {item.table for item in derived
-            if (Path(config.lake_root).joinpath(*item.table.split(".")) / "_delta_log").is_dir()}
+    return {item.table for item in derived if table_exists(spark, config.table_path(*item.table.split(".", 1)))}
 
 
 def _key(partition: tuple) -> tuple:
