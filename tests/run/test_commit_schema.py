@@ -1,6 +1,7 @@
 """A whole overwrite writes the schema file's nullability into the Delta log, whatever the
 engine infers for the frame (a sum, an outer join's columns, booleans), and a null in a NOT NULL
-column fails the write with the column named, leaving the table as it was."""
+column fails the write with the column named, leaving the table as it was. A replacement of
+files' rows answers whether it committed."""
 
 from __future__ import annotations
 
@@ -64,3 +65,37 @@ def test_a_null_in_a_not_null_column_fails_the_overwrite_and_leaves_the_table(sp
         lake.commit(spark, config, SCHEMA, _rows(spark, missing_total=True), lake.Overwrite())
     assert DeltaTable(path).version() == 0
     assert sorted(r.total for r in spark.read.format("delta").load(path).collect()) == [1, 2, 12]
+
+
+FILED = parse_schema({
+    "table": "filed", "layer": "bronze", "description": "test", "partition_by": [],
+    "columns": [
+        {"name": "k", "type": "string", "nullable": False, "description": "-"},
+        {"name": "v", "type": "bigint", "nullable": True, "description": "-"},
+    ],
+}, "test")
+
+
+def test_replacing_a_files_rows_says_whether_it_committed(spark, config):
+    """commit's answer for ReplaceFiles (the quarantine of merged tables): no rows into an empty
+    table, or the files' stored rows again, make no version and answer False."""
+    path = config.table_path("bronze", "filed")
+    a = [("x", 1, "a.csv"), ("y", 2, "a.csv")]
+    b = [("z", 3, "b.csv")]
+
+    def put(data, files):
+        frame = spark.createDataFrame(data, "k string, v bigint, source_file string").select(
+            "*", F.lit("run").alias("ingest_run_id"), F.lit(datetime(2024, 5, 24)).alias("ingest_ts"))
+        return lake.commit(spark, config, FILED, frame, lake.ReplaceFiles(files, compare=["k", "v", "source_file"]))
+
+    def stored():
+        return sorted(tuple(r) for r in spark.read.format("delta").load(path).select("k", "v", "source_file").collect())
+
+    assert put([], ["a.csv"]) is False
+    assert put(a + b, ["a.csv", "b.csv"]) is True
+    version = DeltaTable(path).version()
+    assert put(a, ["a.csv"]) is False  # the same rows of a.csv
+    assert DeltaTable(path).version() == version
+    assert put([("x", 5, "a.csv")], ["a.csv"]) is True
+    assert DeltaTable(path).version() == version + 1
+    assert stored() == [("x", 5, "a.csv"), ("z", 3, "b.csv")]

@@ -173,15 +173,16 @@ def commit(spark: SparkSession, config: Config, schema: TableSchema, rows: DataF
 
 
 
-def _append(df: DataFrame, schema: TableSchema, path: str) -> None:
-    """Append in one commit; no rows, no commit.
+def _append(df: DataFrame, schema: TableSchema, path: str) -> bool:
+    """Append in one commit; no rows, no commit. Returns whether a commit was made.
 
     The repartition is a fence for a Sail 0.7 fault: its NOT NULL check of a Delta append sees
     rows that a filter below it removes (the parse's failed rows, whose typed columns are null),
     and fails the write. Measured: the same frame appends after a repartition."""
     if not df.limit(1).collect():
-        return
+        return False
     _fenced(df, schema).write.format("delta").mode("append").save(path)
+    return True
 
 
 def _fenced(df: DataFrame, schema: TableSchema) -> DataFrame:
@@ -270,21 +271,21 @@ def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchem
 def _replace_by_source(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, source_files: list[str],
     compare: list[str] | None = None,
-) -> None:
+) -> bool:
     """Replace exactly the rows of `source_files` in one commit, e.g. a quarantine table.
+    Returns whether a commit was made (False: the files' stored rows are these already).
 
     A MERGE that matches nothing, inserts everything and deletes the files' old rows: with
     thousands of file names it is ~100x faster on Sail than overwrite + replaceWhere."""
     path = ensure_table(spark, config, schema)
     if is_empty(spark, path):
-        _append(df, schema, path)
-        return
+        return _append(df, schema, path)
     files = ", ".join(sql_str(f) for f in source_files)
     if compare is not None:  # an identical re-run: the files' rows are already these
         stored = spark.read.format("delta").load(path)
         stored = stored.filter(f"source_file IN ({files})") if files else stored.limit(0)
         if unchanged(stored, df, compare):
-            return
+            return False
     delete = f" WHEN NOT MATCHED BY SOURCE AND t.source_file IN ({files}) THEN DELETE" if files else ""
     view = _temp_view(conform(df, schema))
     spark.sql(
@@ -292,6 +293,7 @@ def _replace_by_source(
         f"WHEN NOT MATCHED THEN INSERT *{delete}"
     ).collect()
     spark.catalog.dropTempView(view)
+    return True
 
 
 def _overwrite(
