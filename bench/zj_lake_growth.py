@@ -8,7 +8,10 @@ and rows and files per table; asserts nothing.
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
 the correlation of the tasks over the whole lake <= 120 s. The first hour is a full ingest
-(workbook, task logs, traffic); later hours use --hours, as the hourly Airflow DAG does.
+(workbook, task logs, traffic); later hours use --hours, as the hourly Airflow DAG does. Beside
+the last/second ratio it prints the last over the first of the hours with task traffic (those
+whose ingest rebuilt counter evidence): an hour without it does less work, so that ratio is the
+growth alone.
 
 With --rev REV, every hour is also ingested by that git revision's code (bench/revision.py) into a
 lake of its own, right before or after this code's ingest of the same raw hour (the order
@@ -38,6 +41,7 @@ TABLES = ("bronze/zj_port_counters", "silver/zj_port_rates", "bronze/zj_flow", "
 CLI = [sys.executable, "-m", "tracelake"]
 
 
+EVIDENCE = re.compile(r"zj_iteration_counters: rebuilding: [1-9][\d,]* rows")  # the hour fed a task's evidence
 STEP = re.compile(r"✓ (?P<label>.+?): .*?(?P<s>\d+\.\d) s(?:, ETA .*|, last)?$")  # a plain progress line's step and seconds
 
 
@@ -126,6 +130,7 @@ def main() -> None:
     print(f"# {args.hours} hours, ports={args.ports}, tasks={args.tasks}, work={work}")
     print("hour        gen_s  ingest_s  peak_GB  rc  tables (rows r / files f)")
     walls: list[float] = []
+    task_hours: list[tuple[str, float]] = []  # (hour, wall) of this code's hours that rebuilt counter evidence
     peaks: list[float] = []  # this code's peak RSS of each ingest
     old_src = export_rev(args.rev, Path(tempfile.mkdtemp(prefix="zj_growth_rev_"))) if args.rev else None
     old: list[tuple[float, float, int]] = []  # (wall, peak, rc) of the revision's ingest of each hour
@@ -149,6 +154,8 @@ def main() -> None:
             old_hour(hour, scope)
         wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), *scope, "--lake", str(lake)])
         peaks.append(peak)
+        if EVIDENCE.search(err) and label == hour:
+            task_hours.append((hour, wall))
         if compare and not old_first:
             old_hour(hour, scope)
         shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
@@ -180,6 +187,10 @@ def main() -> None:
           f" hours whose rows changed: {changed or 'none'}")
     if len(walls) >= 2:
         print(f"last hour / second hour wall: {walls[-1] / walls[1]:.2f}x (target <= 1.2)")
+    if len(task_hours) >= 2:  # the growth alone: an hour without task traffic does less work
+        (first, first_s), (last, last_s) = task_hours[0], task_hours[-1]
+        print(f"hours with task traffic (counter evidence rebuilt): {len(task_hours)}; last ({last}) / first "
+              f"({first}): {last_s / first_s:.2f}x ({last_s:.1f} s against {first_s:.1f} s)")
     # the tasks over every stored hour: a run without --hours rebuilds the correlation whole
     wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--lake", str(lake)])
     print(f"whole-lake correlation of the tasks (full ingest, no traffic left to read): {wall:.1f} s, "
