@@ -78,7 +78,7 @@ FILED = parse_schema({
 
 def test_replacing_a_files_rows_says_whether_it_committed(spark, config):
     """commit's answer for ReplaceFiles (the quarantine of merged tables): no rows into an empty
-    table, or the files' stored rows again, make no version and answer False."""
+    table answer False, and so do the files' stored rows again, which add no version."""
     path = config.table_path("bronze", "filed")
     a = [("x", 1, "a.csv"), ("y", 2, "a.csv")]
     b = [("z", 3, "b.csv")]
