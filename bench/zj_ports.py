@@ -237,15 +237,24 @@ def _process(script: str, files: list[str], out: Path) -> tuple[float, float, in
 
 
 def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
-    """The CLI and every peer, one after another in each round, `repeat` rounds."""
+    """The CLI and every peer, one after another in each round, `repeat` rounds. The CLI and
+    DuckDB's plain conversion (the target's pair) swap places every other round, so each of them
+    starts right after the last round's pandas notebook (5 GB) as often as the other: a fixed order
+    put the CLI there in every round but the first."""
     release = _release(raw, work / "cli")
     peers = {"duckdb CSV -> Parquet": DUCKDB, "duckdb CSV -> rates (SQL windows) -> Parquet": DUCKDB_RATES,
              "polars CSV -> Parquet": POLARS, "pandas notebook CSV -> Parquet": PANDAS}
     results: dict[str, list[tuple[float, float, float]]] = {"tracelake": []}
     rows: dict[str, int] = {}
     for i in range(repeat):
-        results["tracelake"].append(_cli_ingest(release, work / f"cli-lake-{i}"))
-        for name, script in peers.items():
+        order = ["tracelake", *peers]
+        if i % 2:
+            order[:2] = order[1::-1]
+        for name in order:
+            if name == "tracelake":
+                results["tracelake"].append(_cli_ingest(release, work / f"cli-lake-{i}"))
+                continue
+            script = peers[name]
             try:
                 wall, cpu, n, rss = _process(script, files, work / f"peer-{i}-{len(results)}.parquet")
             except RuntimeError as exc:
