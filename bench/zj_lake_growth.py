@@ -71,14 +71,20 @@ def slowest_steps(stderr: str, most: int = 4) -> str:
     return " ".join(label for seconds, label in shown if seconds >= 0.1)
 
 
-def per_hour_rows(lake: Path, table: str) -> Counter:
-    """Rows per hour_cst from the Delta log's file statistics (no data read)."""
-    path = lake / table
+def add_actions(path: Path) -> dict[str, list] | None:
+    """The Delta log's add actions of the table at `path`, column by column (None: no table)."""
     if not (path / "_delta_log").is_dir():
-        return Counter()
+        return None
     import pyarrow as pa
 
-    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
+    return pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
+
+
+def per_hour_rows(lake: Path, table: str) -> Counter:
+    """Rows per hour_cst from the Delta log's file statistics (no data read)."""
+    actions = add_actions(lake / table)
+    if actions is None:
+        return Counter()
     hours = actions.get("partition.hour_cst") or ["-"] * len(actions["num_records"])
     counts: Counter = Counter()
     for hour, n in zip(hours, actions["num_records"]):
@@ -99,12 +105,9 @@ def table_line(lake: Path) -> str:
 def tasks_by_hour(lake: Path) -> dict[str, frozenset]:
     """The tasks whose iterations starting in each hour have counter evidence, from the Delta log's
     partition values of silver.zj_iteration_counters (no data read)."""
-    path = lake / "silver" / "zj_iteration_counters"
-    if not (path / "_delta_log").is_dir():
+    actions = add_actions(lake / "silver" / "zj_iteration_counters")
+    if actions is None:
         return {}
-    import pyarrow as pa
-
-    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pydict()
     found: dict[str, set] = {}
     for task, hour in zip(actions["partition.task_id"], actions["partition.start_hour_cst"]):
         found.setdefault(hour, set()).add(task)
