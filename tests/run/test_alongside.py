@@ -1,5 +1,6 @@
-"""A batch's small inputs are prepared in threads while its biggest runs (run.alongside): the
-results keep batch order, and an error is the one the inputs one after another would raise."""
+"""A batch's small inputs are prepared in threads while its biggest runs, and its tables are
+committed at once (run.alongside): the results keep batch order, and an error is the one the
+inputs one after another would raise."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
 from tracelake.io.text import RawFile
-from tracelake.run.alongside import ALONGSIDE_BYTES, alongside, prepare_batch
+from tracelake.run.alongside import ALONGSIDE_BYTES, alongside, commit_batch, prepare_batch
 
 
 def _input(table: str, *sizes: int) -> TableInput:
@@ -68,3 +69,43 @@ def test_the_error_raised_is_the_first_in_batch_order_once_every_thread_ended(fa
         prepare_batch(batch, prepare)
     assert str(caught.value) == raised
     assert "small1" in ended  # started before the big one failed, and waited for
+
+
+def test_a_batchs_commits_run_at_once_and_results_keep_batch_order():
+    arrived = threading.Barrier(3, timeout=10)  # each commit waits until all three have started
+    order = []
+
+    def commit(table: str) -> str:
+        arrived.wait()
+        order.append(table)
+        return table.upper()
+
+    assert commit_batch(["a", "b", "c"], commit) == ["A", "B", "C"]
+    assert sorted(order) == ["a", "b", "c"]
+
+
+def test_commits_with_one_thread_run_one_after_another_in_batch_order():
+    seen = []
+
+    def commit(table: str) -> str:
+        seen.append((table, threading.current_thread() is threading.main_thread()))
+        return table
+
+    assert commit_batch(["a", "b", "c"], commit, threads=1) == ["a", "b", "c"]
+    assert seen == [("a", True), ("b", True), ("c", True)]
+
+
+def test_a_failed_commit_raises_the_first_error_in_batch_order_once_every_commit_ended():
+    ended = []
+
+    def commit(table: str) -> str:
+        time.sleep({"a": 0.2, "b": 0.0, "c": 0.1}[table])  # b fails first, a last
+        ended.append(table)
+        if table != "c":
+            raise TracelakeError(table)
+        return table
+
+    with pytest.raises(TracelakeError) as caught:
+        commit_batch(["a", "b", "c"], commit)
+    assert str(caught.value) == "a"
+    assert sorted(ended) == ["a", "b", "c"]

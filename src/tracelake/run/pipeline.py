@@ -24,7 +24,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage
 from tracelake.io.staging import LEFT_BEHIND, Scratch
 from tracelake.io.storetree import Listing, StorePath
-from tracelake.run.alongside import prepare_batch
+from tracelake.run.alongside import COMMIT_THREADS, commit_batch, prepare_batch
 from tracelake.run.batches import add_changes, batches, changes_of, merged_stats, split_per_batch
 from tracelake.run.bronze import PreparedTable, commit_table, file_partitions, prepare_table
 from tracelake.run.context import Run, Step, TableStats, flush_results
@@ -184,11 +184,15 @@ def _ingest_batch(
     inputs = {table.table: file_partitions(table.files, table.schema) for table in prepared}
     owed = not settled.holds(inputs, present(engine.spark, config, all_derived()))
     settled.owe(inputs)  # before the first commit: a run stopped after it rebuilds them next time
-    committed = []
-    for table in prepared:
+
+    def write(table: PreparedTable) -> TableStats:
         with step(f"{table.table}: writing{hour}") as note:
-            committed.append(commit_table(engine.spark, config, run, table))
-            _note(note, rows=committed[-1].rows_kept + committed[-1].rows_quarantined)
+            stats = commit_table(engine.spark, config, run, table)
+            _note(note, rows=stats.rows_kept + stats.rows_quarantined)
+        return stats
+    # at once only while the run holds its rule results for one commit (ops.quality_results
+    # takes one writer at a time)
+    committed = commit_batch(prepared, write, COMMIT_THREADS if run.pending is not None else 1)
     changed = changes_of(committed)
     if not owed and all(s.unchanged for s in committed):
         with step(f"derived tables{hour}: not rebuilt, their inputs' rows are those they were rebuilt from"):

@@ -273,11 +273,11 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped:
     fields.update({name: F.lit(None).cast("string") for name in schema.raw_header if name not in positions})
     overrides = {"timestamp": cst_to_utc,
                  **{name: partial(utc_from_groups, groups=F.col(_groups(i))) for name, i in times.items()}}
-    typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides=overrides)
+    typed, problems = typed_columns(schema, fields, split.columns, len(labels), overrides=overrides, values_first=True)
     if escaped:
         problems = [(F.col("raw_line").rlike(ESCAPED_BYTE), F.lit(NOT_UTF8)), *problems]
     by_label = {label: F.col(raw_field(i)) for i, label in enumerate(labels)}
-    return finish(split, schema, typed, raw_values_json(by_label), problems)
+    return finish(split, schema, typed, raw_values_json(by_label), problems, values_first=True)
 
 
 def parse_hourly(
