@@ -191,8 +191,9 @@ def _ingest_batch(
             _note(note, rows=stats.rows_kept + stats.rows_quarantined)
         return stats
     # at once only while the run holds its rule results for one commit (ops.quality_results
-    # takes one writer at a time)
-    committed = commit_batch(prepared, write, COMMIT_THREADS if run.pending is not None else 1)
+    # takes one writer at a time) and each input writes a table of its own
+    at_once = run.pending is not None and len({table.table for table in prepared}) == len(prepared)
+    committed = commit_batch(prepared, write, COMMIT_THREADS if at_once else 1)
     changed = changes_of(committed)
     if not owed and all(s.unchanged for s in committed):
         with step(f"derived tables{hour}: not rebuilt, their inputs' rows are those they were rebuilt from"):
