@@ -13,7 +13,7 @@ batch order is the one raised, once every thread has ended.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from tracelake.api.contract import TableInput
@@ -85,5 +85,4 @@ def commit_batch(prepared: list[T], commit: Callable[[T], R], threads: int = COM
         return [commit(item) for item in prepared]
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracelake-commit") as pool:
         futures = [pool.submit(commit, item) for item in prepared]
-        wait(futures)
-    return [future.result() for future in futures]
+    return [future.result() for future in futures]  # read once the pool's exit has waited for all
