@@ -359,6 +359,22 @@ def _time_as_its_groups(lines: list[str]) -> list[str]:
     return [first, ",".join(["2024|5|24|下午|12|01|05|", *second.split(",")[1:]]), *rest]
 
 
+def _header_again(lines: list[str]) -> list[str]:
+    """The header line once more between the first and second samples (files joined by hand)."""
+    header = (FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_nic.csv").read_text(
+        encoding="utf-8-sig").splitlines()[0]
+    return [lines[0], header, *lines[1:]]
+
+
+def _second_sample_field(position: int, text: str) -> Callable[[list[str]], list[str]]:
+    """The second sample with the field at `position` written as `text`."""
+    def edit(lines: list[str]) -> list[str]:
+        fields = lines[1].split(",")
+        fields[position] = text
+        return [lines[0], ",".join(fields), *lines[2:]]
+    return edit
+
+
 def _hourly_header_only(raw: Path) -> list[list[str]]:
     source = FIXTURES / "hourly" / "trafficinfo" / "2024052412" / "2024052412_flow.csv"
     header = source.read_text(encoding="utf-8-sig").splitlines()[0]
@@ -675,6 +691,15 @@ CASES = [
          rows={"bronze/zj_nic": 1}, reasons={"quarantine/zj_nic": [["nic_key_unique"]] * 2}, read={"zj_nic": 3}),
     Case("zj_nic_time_written_as_its_groups", _hourly_nic(_time_as_its_groups), 0,
          rows={"bronze/zj_nic": 2}, reasons={"quarantine/zj_nic": [["save_time: '2024|5|24|下午|12|01|05|' is not a valid timestamp"]]}, read={"zj_nic": 3}),
+    # forms the hourly files' fast parse (hourlypass) does not type: the file goes line by line, with
+    # that parse's outcome
+    Case("zj_nic_header_again_between_samples", _hourly_nic(_header_again), 0,
+         rows={"bronze/zj_nic": 3, "quarantine/zj_nic": 0}, read={"zj_nic": 3}),
+    Case("zj_nic_bytes_with_a_plus_sign", _hourly_nic(_second_sample_field(4, "+1.826184052268872e+16")), 0,
+         rows={"bronze/zj_nic": 3, "quarantine/zj_nic": 0}, read={"zj_nic": 3}),
+    Case("zj_nic_packets_with_a_cr_inside", _hourly_nic(_second_sample_field(6, "4964729\r31239.0")), 0,
+         rows={"bronze/zj_nic": 2}, reasons={"quarantine/zj_nic": [["received_packets_by_port: '4964729\r31239.0' is not a valid double"]]},
+         read={"zj_nic": 3}),
     Case("zj_nic_file_with_one_sample", _hourly_one_nic_sample, 0, rows={"bronze/zj_nic": 1, "silver/zj_nic_rates": 0},
          read={"zj_nic": 1}),
     Case("zj_log_ends_before_first_iteration", files(task_folder(LOG_HEAD), ["ingest", "zhejiang", "--raw", "{raw}"]), 0,

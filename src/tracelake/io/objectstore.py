@@ -191,6 +191,14 @@ def open_input(url: str, buffer_size: int | None = None):
         raise store_error(url, exc) from None
 
 
+def open_raw(path: str):
+    """A raw file as a stream where an engine's task runs: a local path, or an object's URL
+    (s3://, abfss://, …) opened with the settings the driver uses (the AWS_* variables, a proxy)."""
+    if "://" in path:
+        return open_input(path)
+    return pa.OSFile(path, "rb")
+
+
 def read_head(url: str, size: int) -> bytes:
     """The object's first `size` bytes, by a ranged read (a header check: not the whole object)."""
     fs, path = filesystem(url)

@@ -86,6 +86,10 @@ class Checked:
     # holds its raw line or values, so staging evaluates nothing per row but the flags of rules
     # not proven (quality.split.staged_form's `clean`)
     clean: bool = False
+    # `frame`'s rows carry no raw line or values, which a quarantine row needs: the parse holds only
+    # where no staged row is flagged by a quarantine rule it does not prove, and no key of a
+    # uniqueness rule repeats (quality.unique.unique_after_staging adds both to `holds`)
+    holds_unflagged: bool = False
 
 
 # what a killed run can leave in a staging folder: a run's own folder (context.Run's run ids) or

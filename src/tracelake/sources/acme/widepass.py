@@ -57,10 +57,7 @@ def _open(path: str):
     """The file as a stream, gzip undone: a local path, or an object's URL (s3://, abfss://, …)
     opened where the task runs with the settings the driver uses (io.objectstore: the AWS_*
     variables, a proxy), its bytes as stored: only here is a `.gz` inflated."""
-    if "://" in path:
-        stream = objectstore.open_input(path)
-    else:
-        stream = pa.OSFile(path, "rb")
+    stream = objectstore.open_raw(path)
     return pa.CompressedInputStream(stream, "gzip") if path.endswith(".gz") else stream
 
 

@@ -53,7 +53,7 @@ _hours = functools.lru_cache(maxsize=4)(parse_hours)
 
 def port_file(relative: str) -> bool:
     """Whether the raw file at `relative` sits in a switch folder (trafficinfo/<hour>/<switch>/):
-    a port file, which the port pass's tasks read at its URL (portpass._open); from a store it is
+    a port file, which the port pass's tasks read at its URL (io.objectstore.open_raw); from a store it is
     never copied."""
     parts = relative.split("/")
     return len(parts) == 4 and parts[0] == TRAFFIC

@@ -8,6 +8,10 @@ trimmed; a file that is not UTF-8 is read as GB18030 when nearly all its non-ASC
 (else its undecodable lines are quarantined, see _as_utf8); times are China-local 上午/下午 text,
 converted to UTC with column expressions (see _zhtime). A missing documented column stops the run
 with one line; a row that does not fit goes to quarantine with its reasons.
+
+That is the exact parse, line by line in the engine. An ingest first tries the fast parse
+(hourlypass: each file read once in Arrow where the engine's task runs) and keeps the exact parse
+for a table the fast one cannot type exactly, or where a rule sets a row aside.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import json
 from dataclasses import replace
 from datetime import date, datetime, time
 from functools import partial
@@ -28,10 +33,11 @@ from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.parse import finish, raw_field, raw_values_json, split_fields, typed_columns
-from tracelake.io.staging import Scratch
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID, finish, raw_field, raw_values_json, split_fields, typed_columns
+from tracelake.io.staging import Checked, Scratch
 from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
+from tracelake.sources.zhejiang import hourlypass
 from tracelake.sources.zhejiang.clock import cst_to_utc, hours_to_rebuild, time_groups, utc_from_groups
 from tracelake.sources.zhejiang.layout import TRAFFIC, hour_folders
 from tracelake.sources.zhejiang.transforms.hourly import last_samples, link_wiring, nic_rates, wiring_with
@@ -211,7 +217,7 @@ def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> 
                 by_kind[kind] = raw
         for kind, raw in by_kind.items():
             files[kind].append(raw)
-    parser = partial(parse_hourly, escaped=frozenset(escaped))
+    parser = partial(parse_hourly, escaped=frozenset(escaped), fast=True)
     return [TableInput(TABLES[k], v, parser) for k, v in files.items() if v]
 
 
@@ -282,12 +288,39 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped:
 
 def parse_hourly(
     spark: SparkSession, files: list[RawFile], schema: TableSchema, escaped: frozenset[str] = frozenset(),
-) -> DataFrame:
+    fast: bool = False,
+) -> DataFrame | Checked:
     """The parse_lines contract for hourly files whose headers may differ in order and spelling;
-    `escaped`: the lineage names of files staged with escaped bytes (plan)."""
+    `escaped`: the lineage names of files staged with escaped bytes (plan). With `fast` (an
+    ingest's plan binds it), the fast parse of hourlypass where it can type the table, checked
+    once staged; the parse line by line where it cannot, or when it does not hold."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    return union_all([_parse_file(spark, raw, schema, raw.name in escaped) for raw in files])
+
+    def exact() -> DataFrame:
+        return union_all([_parse_file(spark, raw, schema, raw.name in escaped) for raw in files])
+    if not fast or escaped.intersection(raw.name for raw in files) or not hourlypass.takes(schema):
+        return exact()
+    return Checked(_fast_parse(spark, files, schema), _no_marker, exact, clean=True, holds_unflagged=True)
+
+
+def _no_marker(staged: DataFrame) -> bool:
+    return not staged.filter(F.col(hourlypass.EXACT)).limit(1).collect()
+
+
+def _fast_parse(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
+    """hourlypass over the files, one engine task reading each; the headers are matched here, so a
+    file lacking a documented column stops the run as the exact parse stops it."""
+    rows = [(raw.path, raw.name, raw.constants.get("hour_cst"),
+             json.dumps(header_positions(_first_line(raw.path), schema, raw.name)[0])) for raw in files]
+    frame = spark.createDataFrame(rows, ", ".join(f"{c} string" for c in hourlypass.FILE_COLUMNS))
+    out = frame.mapInArrow(partial(hourlypass.parse_files, schema=schema), hourlypass.output_ddl(schema))
+    return out.select(
+        *[c.name for c in schema.data_columns], "source_file",
+        F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
+        F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
+        PARSE_ERRORS, hourlypass.EXACT,
+    )
 
 
 # ---------------------------------------------------------------- derived tables

@@ -102,14 +102,6 @@ OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in YIELDED)
 STATUS_NAMES = pa.array(STATUSES, pa.string())
 
 
-def _open(path: str):
-    """The file as a stream: a local path, or an object's URL (s3://, abfss://, …) opened with the
-    settings the driver uses (io.objectstore: the AWS_* variables, a proxy), where the task runs."""
-    if "://" in path:
-        return objectstore.open_input(path)
-    return pa.OSFile(path, "rb")
-
-
 HEADER = ",".join(RAW).encode()
 BOM = b"\xef\xbb\xbf"
 
@@ -118,7 +110,7 @@ def read_port_file(path: str) -> pa.Table | None:
     """The file typed by the documented header's columns, or None when any line would need the
     exact parse (another header, a field count off, an empty line, a byte that is not UTF-8, a
     value that does not cast or is missing)."""
-    with _open(path) as stream:
+    with objectstore.open_raw(path) as stream:
         data = stream.read().removeprefix(BOM)  # as the exact parse strips it
     header = data[: data.find(b"\n")] if b"\n" in data else data
     if header.removesuffix(b"\r") != HEADER:
