@@ -80,6 +80,7 @@ VARIANTS = [
     ("StartTime", "24/5/2024 1:00", False), ("StartTime", "2024|5|24|下午|12|01|05|", False),
     ("StartTime", "2024/5/24\u3000下午1:05:09", False), ("StartTime", "", False),
     ("DstPort", "", True), ("DstPort", "  FourHundredGigE1/0/8  ", True), ("IfOperStatus", "上", True),
+    ("DstPort", "\tFourHundredGigE1/0/8", True), ("DstPort", "\u00a0FourHundredGigE1/0/8\u3000", True),
     ("DeviceName", "", False),
 ]
 
