@@ -29,7 +29,7 @@ from tracelake.io import objectstore
 from tracelake.io.parse import PARSE_ERRORS
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import AM, PM
-from tracelake.sources.zhejiang.portpass import EXACT, EXACT_REASON
+from tracelake.sources.zhejiang.portpass import EXACT, EXACT_REASON, SPARK_TYPES
 
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "positions")
 BOM = b"\xef\xbb\xbf"
@@ -60,9 +60,7 @@ def output_schema(schema: TableSchema) -> pa.Schema:
 
 
 def output_ddl(schema: TableSchema) -> str:
-    spark = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
-             pa.timestamp("us", tz="UTC"): "timestamp", pa.list_(pa.string()): "array<string>"}
-    return ", ".join(f"`{f.name}` {spark[f.type]}" for f in output_schema(schema))
+    return ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in output_schema(schema))
 
 
 class NeedsExact(Exception):
@@ -107,16 +105,16 @@ def local_times(text: pa.Array) -> pa.Array:
         digits = parts.field(name)
         return pc.cast(pc.if_else(pc.equal(digits, ""), "0", digits), pa.int64()).to_numpy()
 
-    year, month, day, hour, minute, second = (number(n) for n in ("y", "mo", "d", "h", "mi", "s"))
+    year, month, day, written, minute, second = (number(n) for n in ("y", "mo", "d", "h", "mi", "s"))
     marker = parts.field("m")
     pm, am = pc.equal(marker, PM).to_numpy(zero_copy_only=False), pc.equal(marker, AM).to_numpy(zero_copy_only=False)
-    hour = np.where(pm & (hour < 12), hour + 12, np.where(am & (hour == 12), 0, hour))
+    hour = np.where(pm & (written < 12), written + 12, np.where(am & (written == 12), 0, written))
     micros = pc.cast(pc.utf8_rpad(parts.field("f"), 6, "0"), pa.int64()).to_numpy()
     months = (year - 1970) * 12 + month - 1
     first = months.astype("datetime64[M]").astype("datetime64[D]").astype(np.int64)
     length = (months + 1).astype("datetime64[M]").astype("datetime64[D]").astype(np.int64) - first
     valid = ((year >= FIRST_YEAR) & (year <= LAST_YEAR) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= length)
-             & ~(am & (number("h") > 12)) & (hour <= 23) & (minute <= 59) & (second <= 59))
+             & ~(am & (written > 12)) & (hour <= 23) & (minute <= 59) & (second <= 59))
     if not valid.all():
         raise NeedsExact
     seconds = (first + day - 1) * 86400 + hour * 3600 + minute * 60 + second - CST_OFFSET_S
