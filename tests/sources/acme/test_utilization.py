@@ -301,6 +301,7 @@ def _pass_and_exact(spark, raw_dir: Path, tmp_path: Path):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic
 def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     """Generated month: every file read by the pass; the repeated Time rows, within a file and
     across the monthly files, taken from the exact parse of those lines alone."""
@@ -313,6 +314,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic
 def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month, tmp_path):
     """A non-finite cell and a short line in one monthly file: that metric's files are parsed
     line by line (reasons as before); every other file still goes through the pass."""

@@ -276,6 +276,7 @@ def test_the_first_step_after_a_restart_is_never_blamed_on_the_network(spark, sc
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic
 def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_whole_verdicts(spark, scenario):
     """The hourly rebuild's shape: gold was made when only iterations 1-10 had evidence; then
     11-19 get theirs. Judging again only those and the iterations a port can be blamed for

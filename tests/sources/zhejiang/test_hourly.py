@@ -206,6 +206,7 @@ def test_generated_hours_round_trip_to_the_generators_instants(spark, cluster, t
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic
 def test_xlsx_hour_reads_like_the_csv_hour(spark, cluster, tmp_path):
     hour = ["2024052400"]
     _world_files(cluster, hour, tmp_path / "csv")
