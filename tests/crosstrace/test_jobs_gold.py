@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.crosstrace.characterize import duration_comparison, gpu_count_cdf, job_characterization
 from tracelake.crosstrace.unify import unify_jobs
@@ -186,7 +186,7 @@ def test_unify_jobs_recomputes_run_time_and_tolerates_missing_inputs(spark):
         ("itp", "cluster01", "a-1", 100, 700.0, None, 4, 700 * 4 / 3600, None, None),
         ("elasticflow", "cluster01", "a-1", 100, 700.0, None, 4, 700 * 4 / 3600, None, None),
     ], got.schema)
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     assert unify_jobs(None, itp, None).count() == 1
 
 
@@ -217,15 +217,15 @@ def test_characterization_on_hand_made_jobs(spark):
         ("acme", "s", "Other", "RUNNING", 1, 0, 0.0, 0.2, 0.0, None, None, 1.0, 0, 0, 0),
         ("itp", "c1", "unknown", "unknown", 1, 1, 1200 / 3600, 1.0, 1.0, 600.0, 600.0, None, 0, 1, 0),
     ], got.schema)
-    assertDataFrameEqual(got, expected, rtol=1e-12)
+    assert_same_rows(got, expected, rtol=1e-12)
 
     comparison = duration_comparison(jobs).select("trace", "cluster", "gpu_jobs", "duration_median_s", "duration_mean_s")
-    assertDataFrameEqual(comparison, spark.createDataFrame([
+    assert_same_rows(comparison, spark.createDataFrame([
         ("acme", "s", 3, 300.0, 4000 / 3), ("acme", "all", 3, 300.0, 4000 / 3),
         ("itp", "c1", 1, 600.0, 600.0), ("itp", "all", 1, 600.0, 600.0)], comparison.schema), rtol=1e-12)
 
     cdf = gpu_count_cdf(jobs).filter("trace = 'acme'").select("gpu_num", "gpu_jobs", "job_cdf", "gpu_time_cdf")
-    assertDataFrameEqual(cdf, spark.createDataFrame([
+    assert_same_rows(cdf, spark.createDataFrame([
         (1, 1, 1 / 3, (300 / 3600) / hours), (8, 1, 2 / 3, (1100 / 3600) / hours), (512, 1, 1.0, 1.0)],
         cdf.schema), rtol=1e-12)
 

@@ -1,7 +1,7 @@
 import pytest
 from helpers import ITP_HEADER, itp_csv, job_id
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, parse_lines
@@ -44,7 +44,7 @@ def test_good_and_broken_rows_are_typed_or_explained(spark, tmp_path):
         ],
         "job_id string, duration bigint, num_gpu int, cluster string, source_file string, _parse_errors array<string>",
     )
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     good = parsed.filter(F.size(PARSE_ERRORS) == 0)
     assert good.count() == 2
     raw_json = parsed.filter(F.col("job_id") == job_id(2)).select("raw_values_json").first()[0]
@@ -78,4 +78,4 @@ def test_declared_null_spellings_read_as_null(spark, tmp_path):
     expected = spark.createDataFrame(
         [(1.06e-4, 1, 3.0, []), (0.1, 1, None, []), (0.1, 2, None, ["target_epoch: 'n/a' is not a valid double"])],
         "learning_rate double, run int, target_epoch double, _parse_errors array<string>")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)

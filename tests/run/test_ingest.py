@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import itp_csv, job_id, write_archive
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.delta.catalog import register_all
 from tracelake.delta.maintenance import history
@@ -54,7 +54,7 @@ def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_pa
         (f"{job_id(1)},1300,900,2", ["column_values_to_be_unique(job_id)"], f"{m}02.csv"),
         (f"{job_id(1)},100,601,1", ["column_values_to_be_unique(job_id)"], f"{m}01.csv"),
     ], "raw_line string, reasons array<string>, source_file string")
-    assertDataFrameEqual(quarantine, expected)
+    assert_same_rows(quarantine, expected)
 
 
 def test_raw_rows_equal_kept_plus_quarantined_in_the_tables(engine, spark, config, tmp_path):
@@ -81,7 +81,7 @@ def test_rerun_is_a_no_op_and_a_changed_file_changes_only_its_rows(engine, spark
 
     run_ingest(engine, config, "itp", raw)  # identical inputs
     again = _table(spark, config, "bronze", "itp_jobs").drop("ingest_ts")
-    assertDataFrameEqual(again, first)
+    assert_same_rows(again, first)
     assert sorted(again.collect()) == first_rows  # same run ids too: no row was rewritten
     assert history(engine, path, 1)[0].version == version
 
@@ -120,7 +120,7 @@ def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_pat
     run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
     register_all(spark, config)
     got = spark.sql("SELECT cluster, count(*) AS n FROM bronze.itp_jobs GROUP BY cluster")
-    assertDataFrameEqual(got, spark.createDataFrame([("cluster01", 5), ("cluster02", 1)], "cluster string, n long"))
+    assert_same_rows(got, spark.createDataFrame([("cluster01", 5), ("cluster02", 1)], "cluster string, n long"))
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS
@@ -61,7 +61,7 @@ def test_readme_example_rows_parse_to_the_documented_values(spark):
          e("2023-05-17 11:00:58+00:00"), e("2023-05-17 11:01:08+00:00"), e("2023-05-17 11:01:16+00:00"),
          e("2023-05-17 11:01:16+00:00"), None, 18, 10.0, 1152.0, "trace_kalos.csv"),
     ], got.schema)
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     assert e("2023-03-01 00:18:22+08:00") == 1677601102  # 2023-02-28 16:18:22 UTC
 
 
@@ -167,7 +167,7 @@ def test_broken_rows_go_to_quarantine_with_reasons_and_quirks_are_warnings(engin
         [(lines[k], sorted(v), "trace_kalos.csv" if k in BROKEN_KALOS else "trace_seren.csv")
          for k, v in QUARANTINED.items()],
         "raw_line string, reasons array<string>, source_file string")
-    assertDataFrameEqual(quarantine.select("raw_line", "reasons", "source_file"), expected)
+    assert_same_rows(quarantine.select("raw_line", "reasons", "source_file"), expected)
 
     ops = spark.read.format("delta").load(config.table_path("ops", "quality_results"))
     results = {r.expectation_id: r for r in ops.filter(F.col("table_name") == "bronze.acme_jobs").collect()}

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 import pytest
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.io.staging import Checked, parse_path, settle
@@ -162,7 +162,7 @@ def test_hand_written_fixture_gives_exact_rows_and_reasons(spark):
     ], GOOD_UTIL)
     good = good.withColumn("source_file", F.concat(
         F.lit("utilization/"), F.col("cluster"), F.lit("/"), F.col("source_file")))
-    assertDataFrameEqual(_good(parsed, good.columns), good)
+    assert_same_rows(_good(parsed, good.columns), good)
 
     seren, kalos = "utilization/seren/", "utilization/kalos/"
     time_error = "Time: 'yesterday' is not epoch seconds or a yyyy-MM-dd HH:mm:ss[XXX] time"
@@ -184,7 +184,7 @@ def test_hand_written_fixture_gives_exact_rows_and_reasons(spark):
         (f"{kalos}NODE_CPU_UTILIZATION.csv", "1690848015,0.6", '{"Time":"1690848015","10.150.0.2":null}',
          ["expected 3 fields, found 2"]),
     ], BAD)
-    assertDataFrameEqual(_bad(parsed), bad)
+    assert_same_rows(_bad(parsed), bad)
     # cells read = kept + quarantined, against the files read in plain Python
     cells, distinct = reference_cells(FIXTURE)[UTIL]
     assert (parsed.count(), cells) == (26, 26)
@@ -207,14 +207,14 @@ def test_ipmi_rows_become_readings_and_type_b_has_no_mem_power(spark):
         ("seren", "GPU_AB", at15, "10.140.0.1", "MEM_Power", 121.0, "W"),
         ("seren", "GPU_AB", at15, "10.140.0.1", "Sys_Total_Power", 4210.0, "W"),
     ], cols)
-    assertDataFrameEqual(_good(parsed, expected.columns), expected)
+    assert_same_rows(_good(parsed, expected.columns), expected)
     ipmi = "utilization/ipmi/GPU_AB_Power.csv"
     bad = spark.createDataFrame([
         (ipmi, None, '{"Time":"2023-07-19 08:00:00","IP":"10.140.0.2","CPU_Power":"340"}', ["duplicate Time row"]),
         (ipmi, None, '{"Time":"2023-07-19 08:00:00","IP":"10.140.0.2","Sys_Total_Power":"4100"}', ["duplicate Time row"]),
         (ipmi, None, '{"Time":"2023-07-19 08:00:15","IP":"10.140.0.1","CPU_Power":"x"}', ["value: 'x' is not a number"]),
     ], BAD)
-    assertDataFrameEqual(_bad(parsed), bad)
+    assert_same_rows(_bad(parsed), bad)
     # 10 readings, 8 distinct keys: one is a duplicate pair, one is 'x'
     assert (parsed.count(), reference_cells(FIXTURE)[POWER]) == (10, (10, 8))
 
@@ -230,7 +230,7 @@ def test_gzipped_files_and_iso_times_parse_the_same(spark, tmp_path):
     expected = spark.createDataFrame(
         [(_t(2023, 8, 1, 0), 5.0, name), (_t(2023, 8, 1, 0, 0, 15), 6.0, name), (_t(2023, 8, 1, 0, 0, 30), 7.0, name)],
         "ts timestamp, value double, source_file string")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +274,7 @@ def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month,
     exact = {UTIL: utilization.parse_utilization, POWER: utilization.parse_power}  # the ingest's utilization parser is the one pass
     for item in plan(month, tmp_path):
         staged = exact[item.table](spark, item.files, load_schema(item.table), staging=tmp_path)
-        assertDataFrameEqual(_staged(spark, staged, tmp_path / "settled", item.table), one_plan[item.table])
+        assert_same_rows(_staged(spark, staged, tmp_path / "settled", item.table), one_plan[item.table])
     assert len(list(tmp_path.glob("acme-cells-*/cells"))) == 2  # both tables went the staged way
     assert len(list(tmp_path.glob("acme-cells-*/ranked"))) == 2  # both have duplicates to rank
 
@@ -306,7 +306,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     """Generated month: every file read by the pass; the repeated Time rows, within a file and
     across the monthly files, taken from the exact parse of those lines alone."""
     fast, exact = _pass_and_exact(spark, month, tmp_path)
-    assertDataFrameEqual(fast, exact)
+    assert_same_rows(fast, exact)
     cells, distinct = reference_cells(month)[UTIL]
     assert (fast.count(), fast.filter(F.size("_parse_errors") == 0).count()) == (cells, distinct)
     assert list(tmp_path.glob("pass/acme-repeats-*/ranked"))  # the repeated lines went the exact way
@@ -328,7 +328,7 @@ def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month
     lines[9] = lines[9].rsplit(",", 1)[0]
     path.write_text("\n".join(lines) + "\n")
     fast, exact = _pass_and_exact(spark, raw, tmp_path)
-    assertDataFrameEqual(fast, exact)
+    assert_same_rows(fast, exact)
     reasons = {r[0] for r in fast.filter(F.size("_parse_errors") > 0).select(F.col("_parse_errors")[0]).collect()}
     assert {"duplicate Time row", "value: 'inf' is not a finite number",
             f"expected {len(fields)} fields, found {len(fields) - 1}"} <= reasons

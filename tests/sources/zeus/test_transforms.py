@@ -1,5 +1,5 @@
 import pytest
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.sources.zeus.transforms import time_energy_to_accuracy
 
@@ -28,4 +28,4 @@ def test_tta_and_eta_at_the_simulator_grain(spark):
         "gpu string, dataset string, network string, batch_size int, optimizer string, learning_rate double, "
         "run int, target_metric double, power_limit int, target_epoch double, time_per_epoch double, "
         "average_power double, time_to_accuracy_s double, energy_to_accuracy_j double, energy_per_epoch_j double")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from conftest import make_config, shared
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.delta.catalog import read_tables
 from tracelake.run.pipeline import run_ingest
@@ -74,7 +74,7 @@ def test_bucketed_overlap_join_keeps_each_overlapping_pair_once(spark):
     expected = spark.createDataFrame(
         [("a", 1, "x", 5.0), ("a", 2, "x", 5.0), ("a", 2, "y", 25.0), ("b", 3, "w", 1.0)],
         "k string, id int, rid string, overlap_s double")
-    assertDataFrameEqual(pairs, expected)
+    assert_same_rows(pairs, expected)
 
 
 ITERATIONS_DDL = ("task_id string, iteration int, start_ts timestamp, end_ts timestamp, duration_s double, "
@@ -106,7 +106,7 @@ def test_baseline_is_the_median_of_the_surrounding_iterations(spark):
         [(1, 10.0, 1.0, False), (2, 10.0, 1.0, False), (3, 10.0, 1.0, False), (4, 10.0, 3.0, True),
          (5, 10.0, 1.0, False), (6, 10.0, 1.0, False), (7, 10.0, 1.05, False)],
         "iteration int, baseline_s double, slowdown double, is_slow boolean")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 RANK_DDL = ("task_id string, rank int, pod string, sysname string, host_ip string, rail_group int, "
@@ -136,10 +136,10 @@ def test_task_paths_hold_access_ports_nic_ips_and_the_uplinks_of_every_leaf(spar
         ("y", None, None, LEAF1, PORT_B, "10.107.222.2", 1, False, 200_000_000_000),
     ], "task_id string, window_start timestamp, window_end timestamp, device_name string, port_name string, "
        "nic_ip string, ranks int, carries_task_traffic boolean, line_rate_bps bigint")
-    assertDataFrameEqual(access, expected)
+    assert_same_rows(access, expected)
     uplinks = paths.filter("role = 'uplink'").groupBy("task_id", "device_name", "carries_task_traffic").agg(
         F.count(F.lit(1)).alias("n"), F.min("port_name").alias("lo"), F.max("port_name").alias("hi"))
-    assertDataFrameEqual(uplinks, spark.createDataFrame([
+    assert_same_rows(uplinks, spark.createDataFrame([
         ("x", LEAF1, True, 30, "FourHundredGigE1/0/33", "FourHundredGigE1/0/62"),
         ("x", LEAF5, True, 30, "FourHundredGigE1/0/33", "FourHundredGigE1/0/62"),
         ("y", LEAF1, False, 30, "FourHundredGigE1/0/33", "FourHundredGigE1/0/62"),
@@ -235,7 +235,7 @@ def test_suspects_come_from_excess_over_each_ports_own_level(spark, scenario):
               "suspect_port string, suspect_reason string")
     got = scenario.select("task_id", "iteration", "is_slow", "coverage", "suspect_switch", "suspect_port",
                           "suspect_reason")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     by_it = {r["iteration"]: r for r in scenario.collect()}
     assert by_it[5]["access_util_max"] == pytest.approx(0.97) and by_it[5]["network_shaped"] is True
     assert by_it[8]["network_shaped"] is False and by_it[8]["loss_pkts"] == 300  # quiet path, not blamed
@@ -261,7 +261,7 @@ def test_task_summary_counts_slow_and_explained_iterations(spark, scenario):
         "task_id string, iterations int, iterations_with_data int, slow_iterations int, slow_with_data int, "
         "slow_explained_by_network int, share_explained_by_network double, slow_checkpoints int, "
         "top_suspect_ports array<string>, suspect_reasons array<string>")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 def test_the_first_step_after_a_restart_is_never_blamed_on_the_network(spark, scenario):
@@ -290,7 +290,7 @@ def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_w
                                               iteration_flows(paths, its, flows, links))]
     early = _computed(spark, network_verdicts(paths, its, *[f.filter("iteration <= 10") for f in evidence]))
     whole = network_verdicts(paths, its, *evidence)
-    assertDataFrameEqual(whole, scenario.select(*whole.columns))
+    assert_same_rows(whole, scenario.select(*whole.columns))
     assert sorted(r.iteration for r in may_blame(its).collect()) == [5, 8, 12, 19]
     fresh = its.filter("iteration > 10").select("task_id", "iteration")
 
@@ -301,7 +301,7 @@ def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_w
 
     ev, got = rebuilt(fresh.unionByName(may_blame(its)))
     assert sorted({r.iteration for r in ev.collect()}) == [5, 8, *range(11, 17)]  # the data ends at 180 s
-    assertDataFrameEqual(got, whole)
+    assert_same_rows(got, whole)
     _, without = rebuilt(fresh)
     assert {r.iteration: r.suspect_reason for r in without.collect() if r.suspect_reason != "none"} == {12: "loss"}
 

@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 from helpers import rows, tracelake
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.delta import commit as lake
 from tracelake.delta.maintenance import history
@@ -104,7 +104,7 @@ def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, t
     assert after_rates[HOURS[1]] != before_rates[HOURS[1]]
     # and they equal rates computed over the whole table at once
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
 def _three_hours_of_rates(engine, spark, config, tmp_path, seed: int) -> tuple[dict, str, int]:
@@ -141,7 +141,7 @@ def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine
     assert after[HOURS[0]] == before[HOURS[0]] and after[HOURS[2]] == before[HOURS[2]]
     assert after[HOURS[1]] != before[HOURS[1]]
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
 def test_a_changed_hour_end_rewrites_both_hours_in_one_commit_from_staged_pieces(
@@ -165,7 +165,7 @@ def test_a_changed_hour_end_rewrites_both_hours_in_one_commit_from_staged_pieces
     assert after[HOURS[1]] != before[HOURS[1]] and after[HOURS[2]] != before[HOURS[2]]
     assert len(after[HOURS[2]]) == len(before[HOURS[2]])
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
 def test_two_hours_apart_reingested_together_continue_from_their_own_hours_before(engine, spark, config, tmp_path):
@@ -180,7 +180,7 @@ def test_two_hours_apart_reingested_together_continue_from_their_own_hours_befor
     stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "again"))}
     assert stats[ports.TABLE].partitions == ((hours[1],), (hours[4],))
     rates = _table(spark, config, "silver", "zj_port_rates")
-    assertDataFrameEqual(rates, port_rates(_table(spark, config, "bronze", "zj_port_counters")), ignoreColumnOrder=True)
+    assert_same_rows(rates, port_rates(_table(spark, config, "bronze", "zj_port_counters")), ignoreColumnOrder=True)
     assert rates.filter(F.col("status") == "first").count() == 2  # only the first hour's first rows
 
 
@@ -189,7 +189,7 @@ def test_rates_across_an_hour_boundary_equal_rates_over_both_hours(engine, spark
         run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=40 + i)))
     rates = _table(spark, config, "silver", "zj_port_rates")
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
-    assertDataFrameEqual(rates, whole, ignoreColumnOrder=True)
+    assert_same_rows(rates, whole, ignoreColumnOrder=True)
     # the first row of each port in the second hour continues the first hour: no 'first' status
     firsts = rates.filter(F.col("status") == "first").groupBy("hour_cst").count().collect()
     assert firsts == [(HOURS[0], len(CHOSEN))]
@@ -204,7 +204,7 @@ def test_an_hours_rates_are_committed_from_their_staged_files_and_equal_the_engi
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[0], seed=8)))
     path = config.table_path("silver", "zj_port_rates")
     counters = _table(spark, config, "bronze", "zj_port_counters")
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), port_rates(counters), ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), port_rates(counters), ignoreColumnOrder=True)
     table = DeltaTable(path)
     added = [json.loads(line)["add"] for line in (Path(path) / "_delta_log" / f"{table.version():020d}.json").open()
              if '"add"' in line]
@@ -220,7 +220,7 @@ def test_an_hours_rates_are_committed_from_their_staged_files_and_equal_the_engi
     publish_derived(spark, other, run, ports.RATES_TABLE, rebuilt, ((HOURS[0],),))
     engines = other.table_path("silver", "zj_port_rates")
     assert not any(f.endswith("-staged.parquet") for f in DeltaTable(engines).file_uris())
-    assertDataFrameEqual(spark.read.format("delta").load(engines), _table(spark, config, "silver", "zj_port_rates"))
+    assert_same_rows(spark.read.format("delta").load(engines), _table(spark, config, "silver", "zj_port_rates"))
 
     for cfg in (config, other):  # a partition replaced by no rows is emptied, in one commit
         before = DeltaTable(cfg.table_path("silver", "zj_port_rates")).version()
@@ -249,7 +249,7 @@ def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine,
     assert {"status", "in_bytes_per_s", "_parse_errors"} <= extra
     exact = ports.parse_port_files(spark, ports.find_port_files(raw), schema)
     data = [c.name for c in schema.data_columns]
-    assertDataFrameEqual(stored.select(*data, "source_file"), exact.select(*data, "source_file"))
+    assert_same_rows(stored.select(*data, "source_file"), exact.select(*data, "source_file"))
     lineage = stored.select("ingest_run_id", "ingest_ts").distinct().collect()
     assert len(lineage) == 1 and lineage[0].ingest_ts is not None
     assert stats.rows_kept == stored.count() == _data_lines(raw)
@@ -289,7 +289,7 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
     assert wrapped and own == mgmt  # the wrapped port's rows alone were computed again
     stored = _table(spark, config, "silver", "zj_port_rates")
     assert sorted(stored.columns) == sorted(c.name for c in load_schema(ports.RATES_TABLE).columns)
-    assertDataFrameEqual(stored, port_rates(bronze), ignoreColumnOrder=True)
+    assert_same_rows(stored, port_rates(bronze), ignoreColumnOrder=True)
 
 
 def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(spark, config, tmp_path):
@@ -351,7 +351,7 @@ def test_an_identical_rerun_rebuilds_nothing_unless_a_run_stopped_before_its_reb
     rerun = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(changed))}
     assert rerun[ports.TABLE].unchanged and rerun[ports.RATES_TABLE].partitions == ((HOURS[0],), (HOURS[1],))
     whole = port_rates(_table(spark, config, "bronze", "zj_port_counters"))
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
     assert json.loads(record.read_text())["tables"] == {ports.TABLE: [[HOURS[0]], [HOURS[1]]]}
 
     # a record of other code: rebuilt (the same rows, so no commit), then trusted again
@@ -364,7 +364,7 @@ def test_an_identical_rerun_rebuilds_nothing_unless_a_run_stopped_before_its_reb
     # a derived table deleted by hand: rebuilt, though the record holds the hour
     shutil.rmtree(rates_path)
     assert ports.RATES_TABLE in {s.table for s in run_ingest(engine, config, "zhejiang", str(changed))}
-    assertDataFrameEqual(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
+    assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
 def test_hours_chooses_the_hour_folders_to_ingest(engine, spark, config, tmp_path):
@@ -518,7 +518,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     assert isinstance(item, Derived)
     full = item.build(spark, config)
     stored = _table(spark, config, "gold", "zj_iteration_network")
-    assertDataFrameEqual(stored.select(*full.columns), full, checkRowOrder=False)
+    assert_same_rows(stored.select(*full.columns), full, checkRowOrder=False)
     # the counter evidence kept per iteration equals one computed from all rates at once, and so
     # does gold computed from the rate rows themselves
     from tracelake.sources.zhejiang.transforms.correlate import (
@@ -542,7 +542,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     # rounded so that rows computed through other divisions still compare alike
     rounded = lambda f: f.select(*[F.round(c, 6).alias(c) if t == "double" else F.col(c)  # noqa: E731
                                    for c, t in f.dtypes])
-    assertDataFrameEqual(rounded(counters), rounded(iteration_counters(paths, iterations, rates).select(*counters.columns)),
+    assert_same_rows(rounded(counters), rounded(iteration_counters(paths, iterations, rates).select(*counters.columns)),
                          checkRowOrder=False)
     # so is the per-minute evidence, and gold reads no network table
     for name, whole in (("zj_iteration_port_minutes", iteration_port_minutes(paths, iterations, minutes, flows)),
@@ -550,14 +550,14 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
         assert {task for task, _ in stats[f"silver.{name}"].partitions} <= {task for (task,) in gold.partitions}
         kept = _table(spark, config, "silver", name)
         assert kept.count() > 0
-        assertDataFrameEqual(rounded(kept), rounded(whole.select(*kept.columns)), checkRowOrder=False)
-    assertDataFrameEqual(stored.select(*full.columns),
+        assert_same_rows(rounded(kept), rounded(whole.select(*kept.columns)), checkRowOrder=False)
+    assert_same_rows(stored.select(*full.columns),
                          iteration_network(paths, iterations, rates, minutes, flows, links).select(*full.columns),
                          checkRowOrder=False)
     # NIC rates: only hour 2's partition rebuilt, continuing each NIC from its last hour-1 sample
     assert stats["silver.zj_nic_rates"].partitions == ((hours[1],),)
     nic_rates = _table(spark, config, "silver", "zj_nic_rates")
-    assertDataFrameEqual(nic_rates, hourly_nic_rates(_table(spark, config, "bronze", "zj_nic")),
+    assert_same_rows(nic_rates, hourly_nic_rates(_table(spark, config, "bronze", "zj_nic")),
                          checkRowOrder=False, ignoreColumnOrder=True)
     nics = _table(spark, config, "bronze", "zj_nic").select("device_name", "port_name").distinct().count()
     crossing = nic_rates.filter((F.col("hour_cst") == hours[1]) & (F.date_format(
@@ -576,7 +576,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
     assert again["silver.zj_iteration_counters"].partitions is None  # rebuilt whole
     assert DeltaTable(path).metadata().partition_columns == ["task_id", "start_hour_cst"]
-    assertDataFrameEqual(rounded(_table(spark, config, "silver", "zj_iteration_counters")), rounded(counters),
+    assert_same_rows(rounded(_table(spark, config, "silver", "zj_iteration_counters")), rounded(counters),
                          checkRowOrder=False)
     # the same hour again commits nothing: the evidence's float sums no longer depend on the order
     # rows arrive in (correlate.exact_sum), so the fingerprints of an identical rebuild match

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.run.bronze import ingest_table
@@ -65,7 +65,7 @@ def test_every_am_pm_form_parses_to_its_utc_instant(spark):
     rows = [(text, _naive(t)) for text, t in texts + others] + [(b, None) for b in bad]
     df = spark.createDataFrame(rows, "text string, expected timestamp")
     got = df.select("text", cst_to_utc(F.col("text")).alias("expected"))
-    assertDataFrameEqual(got, df)
+    assert_same_rows(got, df)
 
 
 @pytest.mark.portable
@@ -92,7 +92,7 @@ def test_fixture_rows_parse_or_carry_their_reasons(spark, tmp_path):
     assert sorted(frames) == ["bronze.zj_flow", "bronze.zj_link", "bronze.zj_nic", "bronze.zj_port_minute"]
     flow = frames["bronze.zj_flow"]
     errors = flow.filter(F.size("_parse_errors") > 0).select(F.col("time"), "_parse_errors")
-    assertDataFrameEqual(errors, spark.createDataFrame([
+    assert_same_rows(errors, spark.createDataFrame([
         (None, ["expected 14 fields, found 9"]),
         (datetime(2024, 5, 24, 4, 3), ["rtt_ns: 'fast' is not a valid bigint"]),
         (None, ["time: '2024/5/24 上午13:04:00' is not a valid timestamp"]),
@@ -218,7 +218,7 @@ def test_xlsx_hour_reads_like_the_csv_hour(spark, cluster, tmp_path):
         assert df.filter(F.size("_parse_errors") > 0).count() == 0
         assert df.first().source_file.startswith("trafficinfo/2024052400/2024052400.xlsx!")
         cols = [c.name for c in load_schema(table).data_columns]
-        assertDataFrameEqual(df.select(*cols), from_csv[table].select(*cols))
+        assert_same_rows(df.select(*cols), from_csv[table].select(*cols))
     # both forms of the same kind in one hour is ambiguous
     shutil.copy(tmp_path / "csv" / "trafficinfo" / "2024052400" / "2024052400_nic.csv",
                 tmp_path / "xlsx" / "trafficinfo" / "2024052400")
@@ -267,7 +267,7 @@ def test_a_new_hour_adds_its_link_ends_to_the_wiring_and_a_replaced_hour_rebuild
         assert link.count() == lines
         stored = table("silver", "zj_link_wiring")
         assert stored.agg(F.sum("samples")).first()[0] == lines
-        assertDataFrameEqual(stored, whole(link))
+        assert_same_rows(stored, whole(link))
         assert delta_schema() == schema_after_first_hour
 
     link_lines = [len((raw / "trafficinfo" / h / f"{h}_link.csv").read_text(encoding="utf-8").splitlines()) - 1

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.io.parse import REPEAT_COPY
 from tracelake.run.pipeline import run_ingest
@@ -102,7 +102,7 @@ def test_an_hour_leaves_its_carried_state_and_the_next_hour_reads_no_row_of_it(e
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[1], seed=64)))
     assert scans == []
     rates = spark.read.format("delta").load(config.table_path("silver", "zj_port_rates"))
-    assertDataFrameEqual(rates, port_rates(_bronze(spark, config)), ignoreColumnOrder=True)
+    assert_same_rows(rates, port_rates(_bronze(spark, config)), ignoreColumnOrder=True)
     assert rates.filter(F.col("status") == "first").groupBy("hour_cst").count().collect() == [(HOURS[0], len(CHOSEN))]
 
 
@@ -127,4 +127,4 @@ def test_a_state_is_not_used_once_its_hour_holds_other_files(engine, spark, conf
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[1], seed=64)))
     assert scans[:1] == [None]  # the stored hour scanned for its state, as before
     rates = spark.read.format("delta").load(config.table_path("silver", "zj_port_rates"))
-    assertDataFrameEqual(rates, port_rates(_bronze(spark, config)), ignoreColumnOrder=True)
+    assert_same_rows(rates, port_rates(_bronze(spark, config)), ignoreColumnOrder=True)

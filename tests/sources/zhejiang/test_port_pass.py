@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
 from tracelake.sources.zhejiang import portgroup, portpass
@@ -82,7 +82,7 @@ def test_the_pass_rates_an_hour_alone_as_the_window_does(spark, seed):
     expected = port_rates(_frame(spark, [r for p, (ms, c) in series.items() for r in _rows("2024052400", p, ms, c)]))
     statuses = {r[0] for r in expected.select("status").distinct().collect()}
     assert statuses >= {"first", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter"}
-    assertDataFrameEqual(
+    assert_same_rows(
         got.select("hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc",
                    "interval_s", "dt_s", "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util"),
         expected.select("hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc",
@@ -114,11 +114,11 @@ def test_the_hour_after_continues_from_the_carried_state_as_the_window_does(spar
     got = rates_from_pass(later_rows, carried_state(earlier), "2024052401")
     later = _frame(spark, [r for p, (ms, c) in after.items() for r in _rows("2024052401", p, ms, c)])
     expected = rates_of(later, carried_state(earlier), ["2024052401"])
-    assertDataFrameEqual(got.select(*SILVER), expected.select(*SILVER))
+    assert_same_rows(got.select(*SILVER), expected.select(*SILVER))
     if seed % 3:  # without re-delivered polls the carried state stands for the whole hour before (with
         # them it holds too few rows to find every copy's twin, today as before the one pass)
         whole = port_rates(earlier.unionByName(later)).filter(F.col("hour_cst") == "2024052401")
-        assertDataFrameEqual(got.select(*SILVER), whole.select(*SILVER))
+        assert_same_rows(got.select(*SILVER), whole.select(*SILVER))
 
 
 def _hours_around(rng: np.random.Generator, seed: int) -> tuple[dict, dict]:
@@ -158,13 +158,13 @@ def test_the_pass_rates_on_from_the_carried_state_as_the_window_does_or_sets_the
     whole = port_rates(earlier.unionByName(later)).filter(F.col("hour_cst") == "2024052401")
     kept = [p for p in PORTS if p not in apart]
     columns = [c for c in SILVER if c not in COUNTERS]  # a kept file's counts are silver's too: no wrap
-    assertDataFrameEqual(got.filter(F.col("port_name").isin(kept)).select(*SILVER),
+    assert_same_rows(got.filter(F.col("port_name").isin(kept)).select(*SILVER),
                          whole.filter(F.col("port_name").isin(kept)).select(*SILVER))
     again = rates_from_pass(got.filter(F.col(portpass.RERATE)), carried_state(earlier, first_instants(
         later, {"2024052401": "2024052400"})), "2024052401")
     expected = rates_of(later, carried_state(earlier, first_instants(later, {"2024052401": "2024052400"})),
                         ["2024052401"]).filter(F.col("port_name").isin(sorted(apart)))
-    assertDataFrameEqual(again.select(*columns, *COUNTERS), expected.select(*columns, *COUNTERS))
+    assert_same_rows(again.select(*columns, *COUNTERS), expected.select(*columns, *COUNTERS))
 
 
 @pytest.mark.portable
@@ -178,7 +178,7 @@ def test_files_the_pass_did_not_rate_are_rated_by_the_window(spark):
     got = rates_from_pass(unrated, carried_state(state), "2024052400")
     expected = rates_of(_frame(spark, [r for p, (ms, c) in series.items() for r in _rows("2024052400", p, ms, c)]),
                         carried_state(state), ["2024052400"])
-    assertDataFrameEqual(got.select(*SILVER), expected.select(*SILVER))
+    assert_same_rows(got.select(*SILVER), expected.select(*SILVER))
 
 
 # the rules the pass checks on every row it yields: recorded without their queries when it finds nothing

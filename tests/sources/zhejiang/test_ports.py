@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import make_config, shared
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.delta.fingerprint import fingerprint
 from tracelake.delta.maintenance import history
@@ -156,7 +156,7 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         (bad[5], ["save_time_utc: '99999999999999999' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
         (bad[6], ["save_time_utc: '1716480000' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
     ], "raw_line string, _parse_errors array<string>").orderBy("raw_line")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     row = parsed.filter(F.size("_parse_errors") == 0).orderBy("file_port_name").first()
     assert (row.save_time_utc, row.hour_cst, row.out_octets, row.in_ratio, row.raw_values_json) == (
         datetime(2024, 5, 23, 16, 0, 0, 914000), HOUR, 23556, 0.0, None)
@@ -239,7 +239,7 @@ def test_rates_statuses_gaps_idle_and_line_rate(spark):
         ("no_new_data", None, 0.5, None, None),
         ("update", 4.5, 4.0, 2e9, 0.08),             # a 4 s poll gap after a waiting zero row: carried
     ], "status string, interval_s double, dt_s double, in_bytes_per_s double, in_util double")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
     speeds = port_rates(_counters(spark, MGMT, [(0.0, 1), (0.5, 125_000)]).unionByName(
         _counters(spark, "FourHundredGigE1/0/40", [(0.0, 1)])).unionByName(
         _counters(spark, "HundredGigE1/0/1", [(0.0, 1)])))
@@ -261,7 +261,7 @@ def test_a_negative_count_on_a_64_bit_port_is_flagged_not_unwrapped(spark):
         ("negative_counter", -(10**6), False, None, None),
         ("update", 10**9, False, 0.5, 2e9),
     ], "status string, out_octets bigint, counter_wrapped boolean, interval_s double, out_bytes_per_s double")
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 # ---------------------------------------------------------------- generator
@@ -353,7 +353,7 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     assert held  # well-formed files (a BOM and CRLF included) take the one pass
     exact = ports.parse_fields(ports._read_lines(spark, item.files, schema), schema)
     contract = [*[c.name for c in schema.data_columns], "source_file", "_parse_errors"]
-    assertDataFrameEqual(fast.select(*contract), exact.select(*contract))
+    assert_same_rows(fast.select(*contract), exact.select(*contract))
     assert fast.filter(F.size("_parse_errors") > 0).count() == 0
     assert fast.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
 
@@ -378,7 +378,7 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
     as_given = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven, clean=True)
     computed = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven)
     assert as_given.columns == computed.columns
-    assertDataFrameEqual(as_given, computed)
+    assert_same_rows(as_given, computed)
     markers = as_given.filter(F.size("_parse_errors") > 0).select("source_file", "_parse_errors", "in_ratio").collect()
     assert [tuple(r) for r in markers] == [(f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv", ["file parsed line by line"],
                                             None)]
@@ -398,7 +398,7 @@ def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark
         assert not held, case  # the file went the exact way
         got = parsed.select("raw_line", "_parse_errors")
         expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]
-        assertDataFrameEqual(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))
+        assert_same_rows(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))
 
 
 # ---------------------------------------------------------------- ingest (Delta)
@@ -516,4 +516,4 @@ def test_real_files_rated_in_one_pass_equal_the_window_rates(spark, real_lake):
     assert fingerprint(stored, stored.columns) == fingerprint(reference, stored.columns)
     assert fingerprint(stored, stored.columns)[0] == REAL_ROWS
     first = F.col("save_time_utc") < F.lit("2024-05-23 16:00:05").cast("timestamp")
-    assertDataFrameEqual(stored.filter(first), reference.select(*stored.columns).filter(first))
+    assert_same_rows(stored.filter(first), reference.select(*stored.columns).filter(first))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config, shared
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
@@ -78,7 +78,7 @@ def test_real_pod_listing(spark, real):
     pods = _table(spark, config, "bronze", "zj_task_pods").select(
         "task_id", "pod", "job", "role", "worker_index", "host_ip", "k8s_node", "host_num",
         F.date_format("start_ts", "yyyy-MM-dd HH:mm:ss").alias("start"))
-    assertDataFrameEqual(pods, spark.createDataFrame([
+    assert_same_rows(pods, spark.createDataFrame([
         (TASK, f"{JOB}-master", JOB, "master", None, "10.107.254.31", "nm129-gpu-31", 31, "2024-04-29 06:13:55"),
         (TASK, f"{JOB}-worker-1", JOB, "worker", 1, "10.107.254.68", "nm129-gpu-68", 68, "2024-04-29 06:14:09"),
         (TASK, f"{JOB}-worker-2", JOB, "worker", 2, "10.107.254.149", "nm129-gpu-149", 149, "2024-04-29 06:14:11"),
@@ -219,7 +219,7 @@ def test_log_pieces_are_classified_and_counted(spark):
          ["ts: '2024-13-01 00:00:00,000' is not a valid timestamp"]),
         (12, 0, "hf_logger", None, None, None, None, None, 2436, None, None, "00:00:00.100", None, []),
     ], got.schema)
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 @pytest.mark.portable
@@ -228,7 +228,7 @@ def test_pod_listing_lines_that_do_not_fit_carry_reasons(spark):
     pods = {i.table: i for i in plan(folder, folder / "staging")}["bronze.zj_task_pods"]
     got = parse_pods(spark, pods.files, load_schema("bronze.zj_task_pods")).select(
         "pod", "role", "worker_index", "host_num", PARSE_ERRORS)
-    assertDataFrameEqual(got, spark.createDataFrame([
+    assert_same_rows(got, spark.createDataFrame([
         ("demo-a1b2c-master", "master", None, 1, []),
         (None, None, None, None, ["expected 4 whitespace-separated fields: pod, hostIP, node, startTime"]),
         ("demo-a1b2c-worker-2", "worker", 2, 3, ["start_ts: '2024-13-01T00:00:00Z' is not an RFC 3339 UTC time"]),

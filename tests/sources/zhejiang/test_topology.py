@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from conftest import make_config, shared
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
+from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.io.text import RawFile
@@ -62,13 +62,13 @@ def test_real_topology_rows_keep_text_and_blanks(spark, real):
     topo = _table(spark, config, "bronze", "zj_topology")
     first = topo.filter(F.col("sheet_row") == 2).select(
         "accessport", "server_ip", "nicname", "portname", "switch_ip", "switchname", "sysname", "source_file")
-    assertDataFrameEqual(first, spark.createDataFrame([(
+    assert_same_rows(first, spark.createDataFrame([(
         "TwoHundredGigE1/0/1:2", "10.107.222.1", "ens11np0", "TwoHundredGigE1/0/1:2", "10.107.208.111",
         "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825", "NH-DC-NM129-A01-28U-GPU-1",
         "cluster_2000_A100.xlsx!cluster topology")], first.schema))
     blanks = topo.filter(F.col("server_ip").isNull()).groupBy("sysname").agg(
         F.count("*").alias("rows"), F.sum(F.col("nicname").isNull().cast("int")).alias("no_nicname"))
-    assertDataFrameEqual(blanks, spark.createDataFrame(
+    assert_same_rows(blanks, spark.createDataFrame(
         [("NH-DC-NM129-F03-12U-GPU-153", 4, 2), ("NH-DC-NM129-H10-12U-GPU-228", 4, 0)], blanks.schema))
     assert topo.filter(F.col("accessport") != F.col("portname")).count() == 0
     assert topo.select("sysname").distinct().count() == 253
@@ -78,7 +78,7 @@ def test_real_nic_map_flags_the_documented_anomalies(spark, real):
     _, config = real
     nics = _table(spark, config, "silver", "zj_nic_map")
     by_flag = nics.select(F.explode("anomalies").alias("a")).groupBy("a").count()
-    assertDataFrameEqual(by_flag, spark.createDataFrame(
+    assert_same_rows(by_flag, spark.createDataFrame(
         [("not_in_topology", 44), ("not_in_gpu_nic_info", 16), ("nicname_blank", 2),
          ("server_ip_blank", 8), ("switch_ip_blank", 8), ("nonstandard_rdma_map", 4)], by_flag.schema))
     hosts = lambda flag: sorted(r.host_num for r in nics.filter(F.array_contains("anomalies", flag))  # noqa: E731
@@ -87,7 +87,7 @@ def test_real_nic_map_flags_the_documented_anomalies(spark, real):
     assert hosts("not_in_gpu_nic_info") == [51, 168, 172, 228]
     odd = nics.filter(F.array_contains("anomalies", "nonstandard_rdma_map") | F.col("netdev_inferred")).select(
         "host_num", "host_ip", "rdma_name", "netdev", "leaf", "access_port", "netdev_inferred")
-    assertDataFrameEqual(odd, spark.createDataFrame([
+    assert_same_rows(odd, spark.createDataFrame([
         (35, "10.107.254.35", "mlx5_3", "ens18np0", "Leaf-4", "TwoHundredGigE1/0/17:1", False),   # swapped
         (35, "10.107.254.35", "mlx5_8", "ens11np0", "Leaf-1", "TwoHundredGigE1/0/18:1", False),
         (132, "10.107.254.132", "mlx5_4", "ens18np0", None, None, False),                     # odd devices
@@ -175,7 +175,7 @@ def test_nic_map_joins_on_host_and_netdev_and_keeps_one_sided_hosts(spark):
         (241, None, "10.107.255.1", "B", "mlx5_2", "ens24np0", None, None, None, None, False, True, False,
          ["not_in_topology"]),
     ], got.schema)
-    assertDataFrameEqual(got, expected)
+    assert_same_rows(got, expected)
 
 
 @pytest.mark.portable
@@ -184,5 +184,5 @@ def test_nic_map_flags_a_nonstandard_device_map(spark):
     gpu_nic = spark.createDataFrame(
         [("10.107.254.35", "mlx5_3", "ens18np0"), ("10.107.254.35", "mlx5_2", "ens10np0")], GPU)
     got = nic_map(topology, gpu_nic).select("rdma_name", "anomalies")
-    assertDataFrameEqual(got, spark.createDataFrame(
+    assert_same_rows(got, spark.createDataFrame(
         [("mlx5_3", ["not_in_topology", "nonstandard_rdma_map"]), ("mlx5_2", ["not_in_topology"])], got.schema))
