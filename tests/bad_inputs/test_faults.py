@@ -36,7 +36,8 @@ def test_two_concurrent_ingests_of_one_source_never_duplicate(tmp_path):
     args = [*CLI, "ingest", "itp", "--raw", str(raw), "--lake", str(lake)]
     both = [subprocess.Popen(args, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outcomes = [(p.wait(timeout=300), p.stderr.read()) for p in both]
-    assert [rc for rc, _ in outcomes] == [0, 0], outcomes
+    # on failure, each run's last lines in full (a repr of the pair would be cut before its error)
+    assert [rc for rc, _ in outcomes] == [0, 0], "\n\n".join("\n".join(err.splitlines()[-12:]) for _, err in outcomes)
     jobs = DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table()
     assert (jobs.num_rows, len(set(jobs.column("job_id").to_pylist()))) == (60, 60)
     again = tracelake("ingest", "itp", "--raw", str(raw), "--lake", str(lake))
