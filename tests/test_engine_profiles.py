@@ -58,3 +58,26 @@ def test_maintenance_adapter_compacts_and_vacuums(engine, spark, config, tmp_pat
     assert "OPTIMIZE" in [c.operation for c in commits]
     table = spark.read.format("delta").load(path)
     assert sorted(r.duration for r in table.collect()) == [602, 602, 602, 602]
+
+
+def test_an_engine_beside_an_active_session_opens_its_own_and_leaves_that_one_open(spark, connect_server, tmp_path):
+    """A connect engine, and a local one on a TCP port, started while this process already has an
+    active session (the test run's; a notebook's, for a user): each gets a session of its own on
+    its own server, and stopping it leaves the other session answering. getOrCreate() used to hand
+    back the active session, whatever its server, and the engine's stop() then closed it."""
+    from conftest import make_config
+
+    from tracelake.config import load_config
+    from tracelake.engine import start_engine
+
+    local = make_config(tmp_path / "lake")
+    for config in (type(local)(**{**local.__dict__, "local_engine": "tcp"}),
+                   load_config(profile="connect", overrides={"lake_root": str(tmp_path / "lake"),
+                                                              "connect_url": connect_server})):
+        engine = start_engine(config)
+        try:
+            assert engine.spark is not spark
+            assert engine.spark.range(4).count() == 4
+        finally:
+            engine.stop()
+        assert engine.spark.is_stopped and spark.range(3).count() == 3, config.profile

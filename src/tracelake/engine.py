@@ -220,6 +220,13 @@ def _apply_runtime_conf(spark: SparkSession, conf: dict[str, str]) -> None:
                 raise
 
 
+def _new_session(url: str) -> SparkSession:
+    """A session of its own on the server at `url`, which the engine owns and stops. Why not
+    getOrCreate(): it returns any session already active in this process, whatever its server
+    (a notebook's, or another engine's), and the engine's stop() would then close it."""
+    return SparkSession.builder.remote(url).create()
+
+
 def _start_local(config: Config) -> Engine:
     if importlib.util.find_spec("pysail") is None:  # pragma: no cover - pysail is a core dependency
         raise TracelakeError("profile 'local' needs the pysail package: pip install pysail")
@@ -229,7 +236,7 @@ def _start_local(config: Config) -> Engine:
         server = SparkConnectServer(ip="127.0.0.1", port=0)
         server.start(background=True)
         host, port = server.listening_address
-        spark = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+        spark = _new_session(f"sc://{host}:{port}")
     else:
         try:
             # a lake on object storage: the engine reaches the store through this process
@@ -274,7 +281,7 @@ def _start_connect(config: Config) -> Engine:
         raise TracelakeError(f"connect_url must start with sc://, got '{url}'")
     _check_reachable(url)
     try:
-        spark = SparkSession.builder.remote(url).getOrCreate()
+        spark = _new_session(url)
     except Exception as exc:  # noqa: BLE001
         raise TracelakeError(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
     _apply_runtime_conf(spark, config.spark_conf)
