@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import os
 import re
@@ -284,7 +285,12 @@ def _start_connect(config: Config) -> Engine:
         spark = _new_session(url)
     except Exception as exc:  # noqa: BLE001
         raise TracelakeError(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
-    _apply_runtime_conf(spark, config.spark_conf)
+    try:
+        _apply_runtime_conf(spark, config.spark_conf)
+    except BaseException:  # the session's first calls: a server that ends them leaves no session open
+        with contextlib.suppress(Exception):
+            spark.stop()
+        raise
     return Engine("connect", spark)
 
 

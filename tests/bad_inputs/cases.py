@@ -22,6 +22,7 @@ from corpus import (
     itp,
     port_file,
     port_rows,
+    server_ending_every_call,
     task_folder,
     with_fifo,
     zeus,
@@ -848,6 +849,11 @@ CASES = [
     Case("unknown_profile_is_one_line", _cli("tables", "--profile", "fast"), 2, "invalid choice: 'fast'"),
     Case("unreachable_connect_url", _cli("tables", "--profile", "connect", "--connect-url", "sc://127.0.0.1:9"), 2,
          "cannot reach Spark Connect at sc://127.0.0.1:9"),
+    # a server that ends a call without an error of Spark's own: the gRPC status and details, not
+    # the client's first line "<_InactiveRpcError of RPC that terminated with:", which says nothing
+    Case("connect_server_ends_the_call", _cli("tables", "--profile", "connect", "--connect-url", "{beside}"), 1,
+         "tracelake: error: SparkConnectGrpcException: the engine's call ended with INTERNAL: "
+         "the test server ends every call", beside=server_ending_every_call),
     Case("describe_unknown_table", _cli("describe", "bronze.nope"), 2, "bronze.nope"),
     Case("maintain_retain_hours_past_100_years",
          _ingested_then("maintain", "bronze.itp_jobs", "--vacuum", "--retain-hours", "99999999999999"), 2,

@@ -4,12 +4,13 @@ a fragment of the one-line message, and the rows each table must hold afterwards
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,9 @@ class Case:
     read: dict[str, int] = field(default_factory=dict)  # bronze table -> data rows written: kept + quarantined
     stdout: str | None = None  # a fragment of stdout
     hidden: str | None = None  # text that must appear nowhere in stdout or stderr
+    # a server run beside the commands, started before and stopped after them: its address
+    # replaces "{beside}" in their arguments
+    beside: Callable[[], contextlib.AbstractContextManager[str]] | None = None
 
 
 def itp(rows: list[str], header: str = ITP_HEADER, member: str = "cluster01.csv") -> Callable[[Path], list[list[str]]]:
@@ -129,3 +133,30 @@ def with_fifo(content: dict[str, str | bytes], fifo_name: str, command: list[str
         fifo(raw / fifo_name)
         return runs
     return write
+
+
+@contextlib.contextmanager
+def server_ending_every_call() -> Iterator[str]:
+    """A gRPC server on 127.0.0.1 that ends every call with INTERNAL and no error of Spark's own
+    (what a server or a link that breaks mid-call gives): its sc:// address."""
+    from concurrent import futures
+
+    import grpc
+
+    def end(request, context):
+        context.abort(grpc.StatusCode.INTERNAL, "the test server ends every call")
+
+    class EndEveryCall(grpc.GenericRpcHandler):
+        def service(self, details):
+            if details.method.endswith(("/ExecutePlan", "/ReattachExecute")):  # Connect's streamed calls
+                return grpc.unary_stream_rpc_method_handler(end)
+            return grpc.unary_unary_rpc_method_handler(end)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((EndEveryCall(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None)

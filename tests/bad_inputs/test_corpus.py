@@ -6,6 +6,7 @@ nullability its schema file declares."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,12 @@ def test_bad_input_outcome(case, tmp_path, engine):
     raw, lake = tmp_path / "raw", tmp_path / "lake"
     raw.mkdir()
     runs = case.write(raw)
-    for args in runs:
-        if args[0] not in ("describe",) and "--lake" not in args:
-            args = [*args, "--lake", str(lake)]
-        done = tracelake_in_process(engine, *args)
+    with case.beside() if case.beside else contextlib.nullcontext("") as address:
+        for args in runs:
+            args = [a.replace("{beside}", address) for a in args]
+            if args[0] not in ("describe",) and "--lake" not in args:
+                args = [*args, "--lake", str(lake)]
+            done = tracelake_in_process(engine, *args)
     last_line = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
     assert done.returncode == case.rc, done.stderr[-2000:]
     if case.message is not None:

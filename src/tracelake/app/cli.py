@@ -493,7 +493,22 @@ def _one_line(exc: BaseException) -> str:
                 "this run's write of it was not committed: retry")
     if isinstance(exc, TracelakeError):  # ours are one line: a line break in one is echoed input
         return printable(text)
+    rpc = _rpc_end(text)
+    if rpc:
+        return printable(f"{type(exc).__name__}: {rpc}")
     return printable(f"{type(exc).__name__}: {text.splitlines()[0]}")
+
+
+def _rpc_end(text: str) -> str | None:
+    """A gRPC call's end as Spark Connect's client prints it when the server sent no error of its
+    own: the first line only says `<_MultiThreadedRendezvous of RPC that terminated with:`, and the
+    status and details that say what happened follow on the next lines."""
+    if not text.startswith("<_") or "RPC that terminated with" not in text.splitlines()[0]:
+        return None
+    status = re.search(r"^\s*status = (?:StatusCode\.)?(\S+)", text, re.MULTILINE)
+    details = re.search(r'^\s*details = "(.*)"\s*$', text, re.MULTILINE)
+    said = details.group(1) if details else "no details"
+    return f"the engine's call ended with {status.group(1) if status else 'no status'}: {said}"
 
 
 def _machine_refused(exc: BaseException) -> str | None:
