@@ -150,3 +150,20 @@ def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(
     assert done.returncode == 0, done.stderr
     table, _, operation, files_before, files_after = done.stdout.splitlines()[1].split(",")
     assert (table, operation, files_before, files_after) == ("ops.quality_results", "OPTIMIZE", "2", "1")
+
+
+def test_the_api_names_the_tables_after_an_ingest_and_the_cli_does_not(engine, config, tmp_path, monkeypatch):
+    """run_ingest registers the lake's tables for a caller that queries them next by name; the
+    CLI's session ends with the command, so its ingest skips that (a statement per table)."""
+    from helpers import tracelake_in_process
+
+    from tracelake.run import pipeline
+
+    calls: list[str] = []
+    monkeypatch.setattr(pipeline, "register_all", lambda spark, conf: calls.append(conf.lake_root) or [])
+    raw = _raw(tmp_path, [f"{job_id(6)},600,700,8"])
+    run_ingest(engine, config, "itp", raw)
+    assert calls == [config.lake_root]
+    done = tracelake_in_process(engine, "ingest", "itp", "--raw", raw, "--lake", str(tmp_path / "cli-lake"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert calls == [config.lake_root]
