@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from helpers import itp_csv, job_id, write_archive
 from pyspark.sql import functions as F
@@ -167,3 +169,25 @@ def test_the_api_names_the_tables_after_an_ingest_and_the_cli_does_not(engine, c
     done = tracelake_in_process(engine, "ingest", "itp", "--raw", raw, "--lake", str(tmp_path / "cli-lake"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert calls == [config.lake_root]
+
+
+def test_registering_a_lake_makes_each_layer_once_and_each_table_once(config):
+    """register_all on a lake of three tables in two layers: one CREATE DATABASE per layer (it
+    was one per table: a round trip each for every query), one CREATE TABLE per table, and
+    nothing the second time in the same session."""
+    from unittest import mock
+
+    from tracelake.delta.catalog import register_all
+
+    for layer, table in (("bronze", "itp_jobs"), ("bronze", "zeus_train"), ("quarantine", "itp_jobs")):
+        log = Path(config.table_path(layer, table)) / "_delta_log"
+        log.mkdir(parents=True)
+        (log / "00000000000000000000.json").write_text("{}\n")
+    session = mock.Mock()
+    assert register_all(session, config) == ["bronze.itp_jobs", "bronze.zeus_train", "quarantine.itp_jobs"]
+    statements = [" ".join(w for w in c.args[0].split()[:6] if w not in ("IF", "NOT", "EXISTS"))
+                  for c in session.sql.call_args_list]
+    assert statements == ["CREATE DATABASE bronze", "CREATE TABLE bronze.itp_jobs", "CREATE TABLE bronze.zeus_train",
+                          "CREATE DATABASE quarantine", "CREATE TABLE quarantine.itp_jobs"]
+    register_all(session, config)
+    assert session.sql.call_count == 5

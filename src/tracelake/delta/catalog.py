@@ -16,6 +16,8 @@ from tracelake.schema import LAYERS, TableSchema
 
 # (session, table name) -> location registered in that session's catalog
 _registered: dict[tuple[int, str], str] = {}
+# (session, database) made in that session's catalog: one CREATE DATABASE per layer, not per table
+_databases: set[tuple[int, str]] = set()
 
 
 def sql_str(value: str) -> str:
@@ -52,7 +54,9 @@ def register(spark: SparkSession, config: Config, layer: str, table: str) -> Non
     if _registered.get(key) == path:
         return
     database = f"{config.catalog}.{layer}" if config.catalog else layer
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    if (id(spark), database) not in _databases:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+        _databases.add((id(spark), database))
     if key in _registered:  # another lake in the same session: re-point (external: data stays)
         spark.sql(f"DROP TABLE IF EXISTS {name}")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_str(path)}")
