@@ -54,6 +54,14 @@ class Engine:
             return True
         return self._delta_sql is not False
 
+    @property
+    def catalog_ends_with_it(self) -> bool:
+        """Whether the names registered in this engine's catalog end when it stops: the local
+        profile's own server, started for this engine. Not a Spark Connect server or classic
+        Spark, whose catalog (a metastore, Unity Catalog) others read after this process, nor a
+        session on the engine `tracelake serve` keeps running."""
+        return self.profile == "local" and self._server is not None
+
     def reaches_stores(self, lake_root: str) -> bool:
         """Whether the engine's tasks can open object-store URLs themselves: a Spark Connect
         server (given the store's settings, as a deployment gives them); classic Spark when its

@@ -154,21 +154,52 @@ def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(
     assert (table, operation, files_before, files_after) == ("ops.quality_results", "OPTIMIZE", "2", "1")
 
 
-def test_the_api_names_the_tables_after_an_ingest_and_the_cli_does_not(engine, config, tmp_path, monkeypatch):
-    """run_ingest registers the lake's tables for a caller that queries them next by name; the
-    CLI's session ends with the command, so its ingest skips that (a statement per table)."""
+def test_an_ingest_names_the_tables_unless_its_catalog_ends_with_the_command(engine, spark, config, tmp_path,
+                                                                          monkeypatch):
+    """run_ingest registers the lake's tables for a caller that queries them next by name, and
+    so does the CLI on an engine whose catalog others may read after it (a Connect server, a
+    served engine: here the run's own engine, as the in-process CLI gets it); the CLI on a local
+    engine of its own skips that (a statement per table), since that catalog ends with it."""
+    import signal
+    from unittest import mock
+
     from helpers import tracelake_in_process
 
+    from tracelake.app import cli
+    from tracelake.engine import Engine
     from tracelake.run import pipeline
 
     calls: list[str] = []
-    monkeypatch.setattr(pipeline, "register_all", lambda spark, conf: calls.append(conf.lake_root) or [])
+    monkeypatch.setattr(pipeline, "register_all", lambda session, conf: calls.append(conf.lake_root) or [])
     raw = _raw(tmp_path, [f"{job_id(6)},600,700,8"])
     run_ingest(engine, config, "itp", raw)
     assert calls == [config.lake_root]
-    done = tracelake_in_process(engine, "ingest", "itp", "--raw", raw, "--lake", str(tmp_path / "cli-lake"))
+    shared = str(tmp_path / "shared-lake")
+    done = tracelake_in_process(engine, "ingest", "itp", "--raw", raw, "--lake", shared)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert calls == [config.lake_root]
+    assert calls == [config.lake_root, shared]
+
+    class OwnServer:
+        stopped = 0
+
+        def stop(self) -> None:
+            OwnServer.stopped += 1
+
+    def own_engine(conf):
+        return Engine("local", spark, _server=OwnServer(), _owns_session=False)
+
+    own = str(tmp_path / "own-lake")
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with mock.patch("tracelake.engine.start_engine", own_engine):
+            assert cli.main(["ingest", "itp", "--raw", raw, "--lake", own]) == 0
+    finally:  # main() installs its own
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert (calls, OwnServer.stopped) == ([config.lake_root, shared], 1)
+    assert [Engine(p, spark, _server=s).catalog_ends_with_it for p, s in
+            (("local", OwnServer()), ("local", None), ("connect", OwnServer()), ("spark", None))] == \
+        [True, False, False, False]
 
 
 def test_registering_a_lake_makes_each_layer_once_and_each_table_once(config):

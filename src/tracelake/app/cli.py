@@ -341,7 +341,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     raw = args.raw if args.raw is not None else _default_raw(args)
     with _engine(args, raw=raw) as (engine, config), _progress() as progress:
-        stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours, register=False)
+        # names in a catalog that ends with the command would be read by no one
+        stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours,
+                           register=not engine.catalog_ends_with_it)
     _print_stats(stats)
     return 0
 
