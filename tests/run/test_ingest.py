@@ -206,6 +206,7 @@ def test_registering_a_lake_makes_each_layer_once_and_each_table_once(config):
     """register_all on a lake of three tables in two layers: one CREATE DATABASE per layer (it
     was one per table: a round trip each for every query), one CREATE TABLE per table, and
     nothing the second time in the same session."""
+    import gc
     from unittest import mock
 
     from tracelake.delta.catalog import register_all
@@ -222,3 +223,12 @@ def test_registering_a_lake_makes_each_layer_once_and_each_table_once(config):
                           "CREATE DATABASE quarantine", "CREATE TABLE quarantine.itp_jobs"]
     register_all(session, config)
     assert session.sql.call_count == 5
+    # what a session registered goes with it: a later session (which may get its id) starts afresh
+    from tracelake.delta import catalog
+
+    assert session in catalog._registered
+    del session
+    gc.collect()
+    later = mock.Mock()
+    register_all(later, config)
+    assert later.sql.call_count == 5

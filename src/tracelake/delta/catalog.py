@@ -4,6 +4,8 @@ as `layer.table`, and conforming a frame to a table's schema."""
 from __future__ import annotations
 
 import sys
+import weakref
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -14,10 +16,19 @@ from tracelake.config import Config
 from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema
 
-# (session, table name) -> location registered in that session's catalog
-_registered: dict[tuple[int, str], str] = {}
-# (session, database) made in that session's catalog: one CREATE DATABASE per layer, not per table
-_databases: set[tuple[int, str]] = set()
+
+@dataclass
+class _Names:
+    """What this process registered in one session's catalog: each table's location, and the
+    databases made (one CREATE DATABASE per layer, not per table)."""
+
+    tables: dict[str, str] = field(default_factory=dict)
+    databases: set[str] = field(default_factory=set)
+
+
+# per session, held only while the session lives: a new session never inherits an old one's names
+# (keyed by id(), a stopped session's id could come back with the next one)
+_registered: weakref.WeakKeyDictionary[SparkSession, _Names] = weakref.WeakKeyDictionary()
 
 
 def sql_str(value: str) -> str:
@@ -50,17 +61,17 @@ def read_tables(spark: SparkSession, config: Config, *names: str) -> list[DataFr
 def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
     """Make `layer.table` resolve to the Delta path in this session's catalog."""
     name, path = config.table_name(layer, table), config.table_path(layer, table)
-    key = (id(spark), name)
-    if _registered.get(key) == path:
+    names = _registered.setdefault(spark, _Names())
+    if names.tables.get(name) == path:
         return
     database = f"{config.catalog}.{layer}" if config.catalog else layer
-    if (id(spark), database) not in _databases:
+    if database not in names.databases:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-        _databases.add((id(spark), database))
-    if key in _registered:  # another lake in the same session: re-point (external: data stays)
+        names.databases.add(database)
+    if name in names.tables:  # another lake in the same session: re-point (external: data stays)
         spark.sql(f"DROP TABLE IF EXISTS {name}")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING delta LOCATION {sql_str(path)}")
-    _registered[key] = path
+    names.tables[name] = path
 
 
 def list_lake_tables(config: Config) -> list[tuple[str, str]]:
