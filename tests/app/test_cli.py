@@ -73,6 +73,31 @@ def test_a_rust_panic_is_one_line_exit_1(monkeypatch, capsys):
     assert capsys.readouterr().err == "tracelake: error: PanicException: TimeDelta::hours out of bounds\n"
 
 
+def test_a_call_the_server_ended_without_sparks_error_names_its_status_and_message(monkeypatch, capsys):
+    """Spark Connect's client raises the gRPC error's text when the server's status has no error
+    of Spark's own; its first line says nothing. The line printed has the status and the server's
+    message; of a message of several lines (a task's Python traceback), its first and last."""
+    class SparkConnectGrpcException(Exception):
+        pass
+
+    def ended(details):
+        def run(args):
+            raise SparkConnectGrpcException(
+                "<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.INTERNAL\n"
+                f'\tdetails = "{details}"\n\tdebug_error_string = "UNKNOWN:Error received from peer"\n>')
+        return run
+
+    for details, said in (
+            ("execution error: file gone", "execution error: file gone"),
+            ('Traceback (most recent call last):\n  File "x.py", line 3\nValueError: bad "row"',
+             'Traceback (most recent call last): ... ValueError: bad "row"'),
+            ("", "no details")):
+        monkeypatch.setitem(sys.modules["tracelake.app.cli"].COMMANDS, "tables", ended(details))
+        assert main(["tables"]) == 1
+        assert capsys.readouterr().err == (
+            f"tracelake: error: SparkConnectGrpcException: the engine's call ended with INTERNAL: {said}\n")
+
+
 def test_the_engine_meeting_a_full_disk_is_exit_2_as_in_python(monkeypatch, capsys):
     class SparkRuntimeException(Exception):
         pass

@@ -504,12 +504,14 @@ def _one_line(exc: BaseException) -> str:
 def _rpc_end(text: str) -> str | None:
     """A gRPC call's end as Spark Connect's client prints it when the server sent no error of its
     own: the first line only says `<_MultiThreadedRendezvous of RPC that terminated with:`, and the
-    status and details that say what happened follow on the next lines."""
+    status and details that say what happened follow on the next lines. Details of several lines
+    (a Python traceback from a task) give their first and last."""
     if not text.startswith("<_") or "RPC that terminated with" not in text.splitlines()[0]:
         return None
     status = re.search(r"^\s*status = (?:StatusCode\.)?(\S+)", text, re.MULTILINE)
-    details = re.search(r'^\s*details = "(.*)"\s*$', text, re.MULTILINE)
-    said = details.group(1) if details else "no details"
+    details = re.search(r'\n\s*details = "(.*?)"\n\s*(?:debug_error_string = |>)', text, re.DOTALL)
+    lines = [line.strip() for line in details.group(1).splitlines() if line.strip()] if details else []
+    said = " ... ".join(dict.fromkeys([lines[0], lines[-1]])) if lines else "no details"
     return f"the engine's call ended with {status.group(1) if status else 'no status'}: {said}"
 
 
