@@ -44,12 +44,13 @@ def rows(stdout: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(stdout)))
 
 
-def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
+def tracelake_in_process(engine, *args: str, start=None) -> subprocess.CompletedProcess:
     """The CLI's own main() in this process, on the test run's one engine instead of a new one
     per command (a command for another profile starts its own): the same parsing, errors, exit codes and output as `tracelake(...)`, without
     a process and an engine start per call. The engine's runtime settings are the command's
     own (its configuration's spark_conf, as the CLI would set them) for the call, and put back
-    after it; the SIGINT and SIGTERM handlers main() installs are put back too."""
+    after it; the SIGINT and SIGTERM handlers main() installs are put back too. `start`, when
+    given, is the command's engine start instead (config -> Engine)."""
     import contextlib
     import signal
     from unittest import mock
@@ -71,7 +72,7 @@ def tracelake_in_process(engine, *args: str) -> subprocess.CompletedProcess:
     out, err = io.StringIO(), io.StringIO()
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with mock.patch("tracelake.engine.start_engine", shared_engine), \
+        with mock.patch("tracelake.engine.start_engine", start or shared_engine), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = cli.main(list(args))

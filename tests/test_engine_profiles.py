@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from helpers import itp_csv, job_id, rows, tracelake, write_archive
@@ -71,7 +72,7 @@ def test_an_engine_beside_an_active_session_opens_its_own_and_leaves_that_one_op
     from tracelake.engine import start_engine
 
     local = make_config(tmp_path / "lake")
-    for config in (type(local)(**{**local.__dict__, "local_engine": "tcp"}),
+    for config in (replace(local, local_engine="tcp"),
                    load_config(profile="connect", overrides={"lake_root": str(tmp_path / "lake"),
                                                               "connect_url": connect_server})):
         engine = start_engine(config)

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,7 @@ def test_another_user_cannot_reach_the_engine(other_user, tmp_path):
 @needs_root
 def test_the_probe_reaches_an_engine_on_a_shared_port(other_user, tmp_path):
     config = make_config(tmp_path / "lake")
-    engine = start_engine(type(config)(**{**config.__dict__, "local_engine": "tcp"}))
+    engine = start_engine(replace(config, local_engine="tcp"))
     try:
         [port] = listening_tcp_ports(os.getpid())
         url = f"sc://127.0.0.1:{port}"

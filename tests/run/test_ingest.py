@@ -160,12 +160,8 @@ def test_an_ingest_names_the_tables_unless_its_catalog_ends_with_the_command(eng
     so does the CLI on an engine whose catalog others may read after it (a Connect server, a
     served engine: here the run's own engine, as the in-process CLI gets it); the CLI on a local
     engine of its own skips that (a statement per table), since that catalog ends with it."""
-    import signal
-    from unittest import mock
-
     from helpers import tracelake_in_process
 
-    from tracelake.app import cli
     from tracelake.engine import Engine
     from tracelake.run import pipeline
 
@@ -188,14 +184,9 @@ def test_an_ingest_names_the_tables_unless_its_catalog_ends_with_the_command(eng
     def own_engine(conf):
         return Engine("local", spark, _server=OwnServer(), _owns_session=False)
 
-    own = str(tmp_path / "own-lake")
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with mock.patch("tracelake.engine.start_engine", own_engine):
-            assert cli.main(["ingest", "itp", "--raw", raw, "--lake", own]) == 0
-    finally:  # main() installs its own
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+    done = tracelake_in_process(engine, "ingest", "itp", "--raw", raw, "--lake", str(tmp_path / "own-lake"),
+                                start=own_engine)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert (calls, OwnServer.stopped) == ([config.lake_root, shared], 1)
     assert [Engine(p, spark, _server=s).catalog_ends_with_it for p, s in
             (("local", OwnServer()), ("local", None), ("connect", OwnServer()), ("spark", None))] == \
