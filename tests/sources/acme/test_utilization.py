@@ -13,7 +13,6 @@ import gzip
 import json
 import re
 import shutil
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,9 +51,10 @@ def _staged(spark, parse, staging: Path, table: str):
     return settle(parse, parse_path(staging, table), lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean))[0]
 
 
-def _parse(spark, raw_dir: Path, table: str):
-    """The plan's parser (for utilization the one pass with its exact fallbacks), staged."""
-    staging = Path(tempfile.mkdtemp(prefix="tracelake-acme-parse-"))  # not in the fixture's folder
+def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
+    """The plan's parser (for utilization the one pass with its exact fallbacks), staged in a
+    folder of the run's own (outside the raw folder, and removed with pytest's old runs)."""
+    staging = folders.mktemp("acme-parse")
     [item] = [i for i in plan(raw_dir, staging) if i.table == table]
     return _staged(spark, item.parser(spark, item.files, load_schema(table)), staging, table)
 
@@ -140,8 +140,8 @@ def test_column_names_give_node_gpu_and_ib_device():
 # ------------------------------------------------------------------ parser, portable
 
 @pytest.mark.portable
-def test_hand_written_fixture_gives_exact_rows_and_reasons(spark):
-    parsed = _parse(spark, FIXTURE, UTIL)
+def test_hand_written_fixture_gives_exact_rows_and_reasons(spark, tmp_path_factory):
+    parsed = _parse(spark, FIXTURE, UTIL, tmp_path_factory)
     good = spark.createDataFrame([
         ("seren", "NODE_MEMORY_UTILIZATION", _t(2023, 7, 19, 0), "10.140.0.1", None, None, 0.4, "ratio", "NODE_MEMORY_UTILIZATION.csv"),
         ("seren", "NODE_MEMORY_UTILIZATION", _t(2023, 7, 19, 5), "10.140.0.1.1", None, None, 0.41, "ratio", "NODE_MEMORY_UTILIZATION.csv"),
@@ -194,8 +194,8 @@ def test_hand_written_fixture_gives_exact_rows_and_reasons(spark):
 
 
 @pytest.mark.portable
-def test_ipmi_rows_become_readings_and_type_b_has_no_mem_power(spark):
-    parsed = _parse(spark, FIXTURE, POWER)
+def test_ipmi_rows_become_readings_and_type_b_has_no_mem_power(spark, tmp_path_factory):
+    parsed = _parse(spark, FIXTURE, POWER, tmp_path_factory)
     cols = "cluster string, kind string, ts timestamp, node string, component string, value double, unit string"
     at0, at15 = _t(2023, 7, 19, 0), _t(2023, 7, 19, 0, 0, 15)  # naive times are Asia/Shanghai
     expected = spark.createDataFrame([
@@ -220,12 +220,12 @@ def test_ipmi_rows_become_readings_and_type_b_has_no_mem_power(spark):
 
 
 @pytest.mark.portable
-def test_gzipped_files_and_iso_times_parse_the_same(spark, tmp_path):
+def test_gzipped_files_and_iso_times_parse_the_same(spark, tmp_path, tmp_path_factory):
     folder = tmp_path / "utilization" / "seren"
     folder.mkdir(parents=True)
     with gzip.open(folder / "GPU_UTIL.csv.gz", "wt") as fh:
         fh.write("Time,10.0.0.1-0\r\n1690848000,5\r\n2023-08-01 08:00:15+08:00,6\r\n1690848030.0,7\r\n")
-    got = _good(_parse(spark, tmp_path, UTIL), ["ts", "value", "source_file"])
+    got = _good(_parse(spark, tmp_path, UTIL, tmp_path_factory), ["ts", "value", "source_file"])
     name = "utilization/seren/GPU_UTIL.csv.gz"
     expected = spark.createDataFrame(
         [(_t(2023, 8, 1, 0), 5.0, name), (_t(2023, 8, 1, 0, 0, 15), 6.0, name), (_t(2023, 8, 1, 0, 0, 30), 7.0, name)],
@@ -242,7 +242,7 @@ def month(tmp_path_factory) -> Path:
 
 
 @pytest.mark.portable
-def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
+def test_generated_month_keeps_one_row_per_distinct_cell(spark, month, tmp_path_factory):
     manifest = json.loads((month / "utilization" / "manifest.json").read_text())
     cells, distinct = reference_cells(month)[UTIL]
     assert (cells, distinct) == (49_498, 48_979)
@@ -251,7 +251,7 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
     assert sorted({p.name for p in (month / "utilization" / "seren").iterdir()})[:3] == [
         "FB_USED-2023-07.csv", "FB_USED-2023-08.csv", "GPU_UTIL-2023-07.csv"]
 
-    parsed = _parse(spark, month, UTIL)
+    parsed = _parse(spark, month, UTIL, tmp_path_factory)
     good = _good(parsed, UTIL_KEYS)
     reasons = parsed.filter(F.size("_parse_errors") > 0).groupBy(F.col("_parse_errors")[0].alias("r")).count()
     assert parsed.count() == cells
@@ -262,12 +262,13 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month):
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 @pytest.mark.parametrize("inline_keys", [unpivot.MAX_INLINE_KEYS, 0], ids=["in-list", "joined-keys"])
-def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month, tmp_path, monkeypatch, inline_keys):
+def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month, tmp_path, tmp_path_factory,
+                                                                   monkeypatch, inline_keys):
     """A large input is exploded one group of files at a time and its duplicates ranked in parts
     (utilization.unpivot_files): same rows, reasons and lineage as the plan's parse (for
     utilization the one pass, whose exact parts are single plans here), duplicates across the
     monthly files included."""
-    one_plan = {t: _parse(spark, month, t) for t in (UTIL, POWER)}
+    one_plan = {t: _parse(spark, month, t, tmp_path_factory) for t in (UTIL, POWER)}
     monkeypatch.setattr(utilization, "GROUP_BYTES", 1)  # every file a group, staged
     monkeypatch.setattr(utilization, "RANK_ROWS", 100)  # the duplicates ranked in several parts
     monkeypatch.setattr(unpivot, "MAX_INLINE_KEYS", inline_keys)  # 0: the repeated keys are joined
