@@ -6,8 +6,9 @@ leafs x 65 = 2,160 files, about 11.3 M rows an hour, as the real release), the h
 flow/nic/link/port CSVs and the ground truth. The world generator writes counters only for the
 ports its tasks use; here the port writer is asked for every port, with the world's load model.
 
-Each phase runs in its own process, so its peak RSS (the in-process Sail server included) is
-its own:
+Each phase runs in its own process, so its peak RSS is its own (the larger of the phase's
+process and the engine it started: the local profile's Sail server runs in a child process,
+which the phase waits for when it stops the engine):
   ingest     tracelake's zhejiang ingest into ONE lake, hour by hour: the first run takes the
              workbook, the task and the first traffic hour; each later run is `--hours H`, as
              the hourly schedule runs it (traffic only; the correlation of the task is updated
@@ -112,7 +113,9 @@ def _engine(lake: Path):
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """The phase's peak RSS: its own, or its engine's child's once stopped (RUSAGE_CHILDREN holds
+    the largest child waited for), whichever is larger."""
+    return max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024.0
 
 
 def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
