@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -35,6 +34,8 @@ import tempfile
 import time
 import types
 from pathlib import Path
+
+from peak import peak_rss_mb
 
 SEED = 3
 DAY_S = 24 * 3600
@@ -112,12 +113,6 @@ def _engine(lake: Path):
     return start_engine(config), config
 
 
-def _peak_mb() -> float:
-    """The phase's peak RSS: its own, or its engine's child's once stopped (RUSAGE_CHILDREN holds
-    the largest child waited for), whichever is larger."""
-    return max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024.0
-
-
 def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
     from tracelake.run.pipeline import run_ingest
 
@@ -134,7 +129,7 @@ def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
     stats = run_ingest(engine, config, "zhejiang", str(raw), step, hours=hour)
     wall = time.perf_counter() - t
     engine.stop()
-    return {"wall_s": wall, "peak_mb": _peak_mb(), "steps": steps, "rows": {s.table: s.rows_read for s in stats}}
+    return {"wall_s": wall, "peak_mb": peak_rss_mb(), "steps": steps, "rows": {s.table: s.rows_read for s in stats}}
 
 
 def phase_correlate(lake: Path, out: Path) -> dict:
@@ -170,7 +165,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
             "with_data": gold.filter("coverage > 0").count(),
             "counter_rows": network[0].count()}
     engine.stop()
-    return {"wall_s": wall, "peak_mb": _peak_mb(), "steps": timings, "rows": rows}
+    return {"wall_s": wall, "peak_mb": peak_rss_mb(), "steps": timings, "rows": rows}
 
 
 def score(raw: Path, gold_parquet: Path, hours: int) -> str:

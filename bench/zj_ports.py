@@ -24,7 +24,6 @@ import argparse
 import functools
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from peak import peak_rss_mb
 
 os.environ.setdefault("RUST_LOG", "error")
 
@@ -299,8 +300,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tracelake-bench-zj-") as tmp:
         work = Path(tmp)
         ours, rows, phases, plain, floor = _tracelake(_release(raw, work), work, 1)
-        # the engine (the local profile's Sail server) is a child process, stopped and waited for by now
-        peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+        peak = peak_rss_mb()  # the engine is stopped by now
         ours_rate = _line("tracelake ingest in process (warm engine: parse, gate, Delta, silver rates)", ours, rows,
                           f", peak RSS {peak:,.0f} MB (this process or its engine, the larger; CPU: this process alone)")
         for name, (wall, cpu) in sorted(phases.items(), key=lambda kv: -kv[1][0]):
