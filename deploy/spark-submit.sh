@@ -4,7 +4,7 @@
 #   remote  (SPARK_REMOTE=sc://host:port): the driver script talks to a Spark Connect server
 #           (Sail, Spark Connect, Databricks); no --master, no --packages, profile `connect`.
 #   cluster (default; SPARK_MASTER, default local[*]): classic Spark with the delta-spark jars
-#           from Maven (--packages), profile `spark`.
+#           (the cached ones of .jars/ by --jars, else from Maven by --packages), profile `spark`.
 #
 #   deploy/spark-submit.sh SOURCE RAW_DIR [LAKE_DIR] [extra tracelake flags...]
 #   SPARK_REMOTE=sc://10.0.0.5:50051 deploy/spark-submit.sh zeus /shared/raw/zeus /shared/lake
@@ -27,8 +27,6 @@ SOURCE="$1"
 RAW_DIR="$2"
 LAKE_DIR="${3:-$PWD/lake}"
 shift $(( $# < 3 ? $# : 3 ))
-
-DELTA_PACKAGE="io.delta:delta-spark_2.13:4.4.1"   # keep in step with tracelake.engine
 
 PYTHON_BIN="${PYSPARK_PYTHON:-$(command -v python3 || command -v python)}"
 # pyspark's spark-submit finds SPARK_HOME through the python on PATH: put the driver's first
@@ -66,10 +64,19 @@ if [[ -n "${SPARK_REMOTE:-}" ]]; then
         "$@"
 fi
 
+# the delta-spark release of the driver's pip package: its cached jars (python -m tracelake.deltajars,
+# which `bash dev` runs) shipped with --jars, else Maven coordinates that spark-submit resolves itself
+DELTA_JARS="$("$PYTHON_BIN" -c 'from tracelake.deltajars import cached_jars; j = cached_jars(); print(",".join(map(str, j or [])))')"
+if [[ -n "$DELTA_JARS" ]]; then
+    JAR_FLAGS=(--jars "$DELTA_JARS")
+else
+    JAR_FLAGS=(--packages "$("$PYTHON_BIN" -c 'from tracelake.deltajars import delta_package; print(delta_package())')")
+fi
+
 exec "$SPARK_SUBMIT" \
     --master "${SPARK_MASTER:-local[*]}" \
     --name "tracelake-ingest-$SOURCE" \
-    --packages "$DELTA_PACKAGE" \
+    "${JAR_FLAGS[@]}" \
     --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
     --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
     "$REPO_ROOT/jobs/ingest.py" "$SOURCE" \

@@ -1,7 +1,9 @@
 """One Spark session for the whole run, on the profile named by TRACELAKE_TEST_PROFILE.
 
-`local` (default): Sail in-process, every test. `spark`: classic PySpark without Delta jars
-(Maven is unreachable here), so only tests marked `portable` run: readers, transforms, rules.
+`local` (default): the embedded Sail engine, every test. `spark`: classic PySpark with
+delta-spark (the jars `bash dev` fetched once into .jars/): the tests marked `portable`
+(readers, transforms, rules) and `delta_io` (every write mode, the no-op re-run, quarantine,
+maintenance, time travel, the CLI's reads).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ if (SHARED_DATA / "zhejiang" / "cluster_2000_A100.xlsx").is_file():  # generate 
 def pytest_collection_modifyitems(config, items):
     if PROFILE == "local":
         return
-    skip = pytest.mark.skip(reason=f"needs Delta I/O, which the '{PROFILE}' test profile lacks here")
+    skip = pytest.mark.skip(reason=f"the '{PROFILE}' test set runs the tests marked portable or delta_io")
     for item in items:
-        if "portable" not in item.keywords:
+        if "portable" not in item.keywords and "delta_io" not in item.keywords:
             item.add_marker(skip)
 
 
@@ -35,7 +37,7 @@ def make_config(lake_root: Path, profile: str = PROFILE) -> Config:
     overrides = {"lake_root": str(lake_root)}
     pairs = ["spark_conf.spark.sql.shuffle.partitions=2"]
     if profile == "spark":
-        overrides |= {"delta_required": False, "master": "local[2]"}
+        overrides |= {"master": "local[2]"}
     return load_config(profile=profile, overrides=overrides, conf_pairs=pairs)
 
 

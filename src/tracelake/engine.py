@@ -24,12 +24,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from tracelake import private_engine
+from tracelake import deltajars, private_engine
 from tracelake.config import SESSION_TIME_ZONE, TIME_ZONE_KEY, UTC_SPELLINGS, Config, spark_submit_remote
 from tracelake.errors import TracelakeError, first_line
 
-DELTA_SPARK_VERSION = "4.4.1"
-DELTA_PACKAGE = f"io.delta:delta-spark_2.13:{DELTA_SPARK_VERSION}"
+JAR_KEYS = ("spark.jars", "spark.jars.packages")  # a user's own way to the Delta jars: theirs wins
 
 
 @dataclass
@@ -158,7 +157,7 @@ def _check_submit_mode(config: Config) -> None:
     if mode == "master" and config.profile != "spark":
         raise TracelakeError(
             f"spark-submit --master {os.environ.get('MASTER')} starts classic Spark, which profile "
-            f"'{config.profile}' cannot use: pass --profile spark (with --packages {DELTA_PACKAGE}), "
+            f"'{config.profile}' cannot use: pass --profile spark (with --packages {deltajars.delta_package()}), "
             "or submit with --remote sc://HOST:PORT and --profile connect"
         )
     if mode == "remote" and config.profile != "connect":
@@ -194,7 +193,7 @@ def explain_engine_error(exc: BaseException) -> str | None:
             or "DeltaCatalog" in whole:
         return (
             f"{first} -- the Delta Lake jars are not on the classpath: run with "
-            f"`spark-submit --packages {DELTA_PACKAGE}` (deploy/spark-submit.sh adds it)"
+            f"`spark-submit --packages {deltajars.delta_package()}` (deploy/spark-submit.sh adds it)"
         )
     return first
 
@@ -325,6 +324,10 @@ def _start_classic(config: Config) -> Engine:
     # Python workers must use this interpreter, or UDFs fail with "No module named pyarrow".
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if config.master:  # named by the user: checked whatever session is then used
+        _check_master(config.master)
+    if config.spark_conf.get("spark.jars"):
+        deltajars.check_jar_versions(config.spark_conf["spark.jars"].split(","))
     active = SparkSession.getActiveSession()
     if active is not None:  # Databricks notebook or spark-submit that built it already
         _apply_runtime_conf(active, config.spark_conf)
@@ -339,12 +342,35 @@ def _start_classic(config: Config) -> Engine:
             # without the jars the catalog plugin cannot load at all: leave Delta out entirely
             conf.pop("spark.sql.catalog.spark_catalog", None)
             conf.pop("spark.sql.extensions", None)
+        elif not any(conf.get(k) for k in JAR_KEYS):
+            # run directly (not by spark-submit, which brings its --packages): the cached jars
+            if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+                conf["spark.jars"] = ",".join(str(j) for j in deltajars.fetch(quiet=False))
+        if conf.get("spark.jars"):
+            deltajars.check_jar_versions(conf["spark.jars"].split(","))
         for key, value in conf.items():
             builder = builder.config(key, value)
         spark, owns = builder.getOrCreate(), True
     if config.delta_required:
         _check_delta_available(spark)
     return Engine("spark", spark, _owns_session=owns)
+
+
+def _check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A standalone master (spark://host:port[,host:port]) must answer in seconds: the Spark
+    context itself retries an unreachable one for minutes before it gives up."""
+    if not master.startswith("spark://"):
+        return
+    failures = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port or 7077)), timeout=timeout_s).close()
+            return
+        except (OSError, ValueError) as exc:
+            failures.append("timed out" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None) or str(exc))
+    raise TracelakeError(f"the Spark master {master} does not answer ({'; '.join(failures)}): start it, or name "
+                         "another with --conf master=spark://HOST:PORT")
 
 
 def _classic_master(config: Config) -> str | None:
@@ -365,8 +391,8 @@ def _check_delta_available(spark: SparkSession) -> None:
             raise TracelakeError(
                 "profile 'spark': the Delta Lake jars are not on the classpath "
                 f"(io.delta.sql.DeltaSparkSessionExtension / DeltaCatalog not found). "
-                f"Run with `spark-submit --packages {DELTA_PACKAGE}` or add "
-                f"spark.jars.packages={DELTA_PACKAGE} to conf/spark.yaml; "
+                f"Run with `spark-submit --packages {deltajars.delta_package()}`, or fetch them once "
+                f"into {deltajars.cache_dir()} with `python -m tracelake.deltajars`; "
                 "set delta_required: false to run without Delta I/O"
             ) from exc
         raise

@@ -158,13 +158,33 @@ def test_unsafe_archive_is_refused(tmp_path):
 
 
 @pytest.mark.portable
-@pytest.mark.skipif(os.environ.get("TRACELAKE_TEST_PROFILE") != "spark", reason="starts a JVM: runs in the spark test set")
-def test_spark_profile_names_the_missing_delta_jars(tmp_path):
-    result = tracelake("tables", "--profile", "spark", "--lake", str(tmp_path / "lake"),
-                       env={"PYSPARK_PYTHON": sys.executable})
-    assert result.returncode == 2
-    assert "the Delta Lake jars are not on the classpath" in result.stderr
-    assert "--packages io.delta:delta-spark_2.13:4.4.1" in result.stderr
+def test_spark_profile_without_maven_or_cached_jars_names_the_cache_and_the_jars_way(tmp_path):
+    """No jars cached and no way to Maven Central (no `mvn` on PATH): exit 2 before any JVM
+    starts, naming the cache folder the jars go to and the `spark.jars` way around it."""
+    from tracelake.deltajars import delta_artifact, spark_minor
+
+    python_only = tmp_path / "bin"
+    python_only.mkdir()
+    (python_only / "python").symlink_to(sys.executable)
+    result = tracelake("query", "SELECT 1", "--profile", "spark", "--lake", str(tmp_path / "lake"),
+                       env={"TRACELAKE_JARS_DIR": str(tmp_path / "jars"), "PATH": str(python_only),
+                            "PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 2, result.stderr[-2000:]
+    [line] = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert f"cannot fetch io.delta:{delta_artifact()}:4.4.0 from Maven Central (no `mvn` on PATH)" in line
+    assert f"none is cached in {tmp_path / 'jars'}/delta-4.4.0-spark{spark_minor()}" in line
+    assert "--conf spark_conf.spark.jars=" in line and "spark-submit --jars" in line
+
+
+@pytest.mark.portable
+def test_a_delta_jar_of_another_release_names_both_versions(tmp_path):
+    old = tmp_path / "delta-spark_4.1_2.13-4.3.1.jar"
+    old.write_bytes(b"")
+    result = tracelake("query", "SELECT 1", "--profile", "spark", "--lake", str(tmp_path / "lake"),
+                       "--conf", f"spark_conf.spark.jars={old}", env={"PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"the delta-spark jar {old} is version 4.3.1, but the delta-spark pip package is 4.4.0" in result.stderr
+    assert "pip install delta-spark==4.3.1" in result.stderr
 
 
 HEAVY = ("pyspark", "great_expectations", "matplotlib")
@@ -248,3 +268,17 @@ def test_the_command_leaves_with_its_code_after_its_exit_handlers_and_its_output
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert (done.returncode, done.stdout, done.stderr) == (3, "said thread handler\n" if thread else "said handler\n", "")
+
+
+@pytest.mark.portable
+def test_a_standalone_master_that_does_not_answer_is_named_in_seconds(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once it is closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    master = f"spark://127.0.0.1:{port}"
+    result = tracelake("query", "SELECT 1", "--profile", "spark", "--lake", str(tmp_path / "lake"),
+                       "--conf", f"master={master}", env={"PYSPARK_PYTHON": sys.executable})
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert f"tracelake: error: the Spark master {master} does not answer (Connection refused)" in result.stderr

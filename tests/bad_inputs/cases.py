@@ -319,6 +319,12 @@ def _cli(*args: str):
     return write
 
 
+def _old_delta_jar(raw: Path) -> list[list[str]]:
+    jar = raw / "delta-spark_4.1_2.13-4.3.1.jar"
+    jar.write_bytes(b"")
+    return [["query", "SELECT 1", "--profile", "spark", "--conf", f"spark_conf.spark.jars={jar}"]]
+
+
 def _ingested_then(*args: str):
     """A lake holding bronze.itp_jobs (2 rows), then `args` on it."""
     def write(raw: Path) -> list[list[str]]:
@@ -925,4 +931,9 @@ CASES = [
          "local_engine must be one of private, tcp, got 'open'"),
     Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
          "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
+    # the spark profile's engine pieces, refused before a JVM starts
+    Case("spark_delta_jar_of_another_release", _old_delta_jar, 2,
+         "is version 4.3.1, but the delta-spark pip package is 4.4.0: use io.delta:delta-spark_4.1_2.13:4.4.0"),
+    Case("spark_master_that_does_not_answer", _cli("query", "SELECT 1", "--profile", "spark", "--conf", "master=spark://127.0.0.1:9"),
+         2, "the Spark master spark://127.0.0.1:9 does not answer (Connection refused)"),
 ]

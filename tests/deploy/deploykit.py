@@ -120,3 +120,24 @@ def fingerprint(lake: Path, names: list[str] | None = None) -> dict[str, tuple[i
                 total += value or 0.0
         out[name] = (data.num_rows, round(total, 3))
     return out
+
+
+def _significant(value, digits: int = 10):
+    """A double at `digits` significant digits: two engines' sums of the same doubles in another
+    order (and their quantiles' interpolation) differ in the last bits."""
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")) and value != 0.0:
+        return float(f"{value:.{digits}g}")
+    return value
+
+
+def engine_rows(lake: Path, name: str, drop: tuple[str, ...] = ("ingest_ts", "ingest_run_id")) -> list[tuple]:
+    """Every row of a table as two engines' tables share it: columns by name (Sail stores a
+    table's partition columns last, delta-spark where the schema file puts them), every double
+    at 10 significant digits, sorted; without the per-run lineage columns."""
+    from deltalake import DeltaTable
+
+    layer, table = name.split(".", 1)
+    data = DeltaTable(str(lake / layer / table)).to_pyarrow_table()
+    keep = sorted(c for c in data.column_names if c not in drop)
+    rows = data.select(keep).to_pylist()
+    return sorted((tuple(_significant(v) for v in r.values()) for r in rows), key=repr)

@@ -134,7 +134,7 @@ def test_master_with_a_connect_only_profile_names_the_profile(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert errors == [
         "tracelake: error: spark-submit --master local[1] starts classic Spark, which profile 'local' "
-        "cannot use: pass --profile spark (with --packages io.delta:delta-spark_2.13:4.4.1), or submit "
+        "cannot use: pass --profile spark (with --packages io.delta:delta-spark_4.1_2.13:4.4.0), or submit "
         "with --remote sc://HOST:PORT and --profile connect"
     ]
 
@@ -179,7 +179,7 @@ def test_jvm_write_failure_shows_root_cause_and_fix():
     assert explain_engine_error(exc) == (
         "org.apache.spark.SparkClassNotFoundException: [DATA_SOURCE_NOT_FOUND] Failed to find the data "
         "source: delta. SQLSTATE: 42K02 -- the Delta Lake jars are not on the classpath: run with "
-        "`spark-submit --packages io.delta:delta-spark_2.13:4.4.1` (deploy/spark-submit.sh adds it)")
+        "`spark-submit --packages io.delta:delta-spark_4.1_2.13:4.4.0` (deploy/spark-submit.sh adds it)")
     other = Py4JJavaError(_Java("org.apache.spark.SparkException", "Job aborted",
                                 _Java("java.io.IOException", "No space left on device")))
     assert explain_engine_error(other) == "java.io.IOException: No space left on device"

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import PROFILE
 from helpers import itp_csv, job_id, write_archive
+from lake_schema import lake_tables, schema_drift
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
@@ -13,6 +15,8 @@ from tracelake.delta.catalog import register_all
 from tracelake.delta.maintenance import history
 from tracelake.errors import QualityGateFailed
 from tracelake.run.pipeline import run_ingest
+
+pytestmark = pytest.mark.delta_io
 
 GOOD = [f"{job_id(i)},{i * 100},{600 + i},1" for i in range(1, 6)]
 BROKEN = [
@@ -47,6 +51,9 @@ def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_pa
     assert stats.rows_read == stats.rows_kept + stats.rows_quarantined
     kept = _table(spark, config, "bronze", "itp_jobs")
     assert sorted(r.job_id for r in kept.select("job_id").collect()) == [job_id(i) for i in range(2, 7)]
+    # every table as its schema file says, NOT NULL included (delta-spark keeps it only for tables made by DDL)
+    tables = lake_tables(Path(config.lake_root))
+    assert len(tables) == 8 and {name: schema_drift(name, t) for name, t in tables.items() if schema_drift(name, t)} == {}
     quarantine = _table(spark, config, "quarantine", "itp_jobs").select("raw_line", "reasons", "source_file")
     m = "raw-traces.tar.gz!cluster"
     expected = spark.createDataFrame([
@@ -59,6 +66,7 @@ def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_pa
     assert_same_rows(quarantine, expected)
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_raw_rows_equal_kept_plus_quarantined_in_the_tables(engine, spark, config, tmp_path):
     raw = _raw(tmp_path, BROKEN[:3])
     stats = _itp_stats(run_ingest(engine, config, "itp", raw))
@@ -118,6 +126,7 @@ def test_critical_failure_commits_nothing_to_the_target(engine, spark, config, t
     assert [r.expectation_id for r in failed.collect()] == ["table_row_count_to_be_between"]
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_path):
     run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
     register_all(spark, config)
@@ -138,7 +147,8 @@ def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(
     ops = config.table_path("ops", "quality_results")
     stats = run_ingest(engine, config, "itp", str(raw))
     assert len(stats) == 6  # bronze.itp_jobs, silver.jobs and four gold tables, each with its rules
-    assert [(c.version, c.operation) for c in history(engine, ops)] == [(1, "WRITE"), (0, "CREATE TABLE")]
+    # version 0 is the empty table: "CREATE TABLE" by Sail and deltalake, "WRITE" by delta-spark
+    assert [c.version for c in history(engine, ops)] == [1, 0] and history(engine, ops)[0].operation == "WRITE"
     tables = {r.table_name for r in engine.spark.read.format("delta").load(ops).select("table_name").distinct().collect()}
     assert tables == {s.table for s in stats}
     write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv(["x,1"])})
@@ -147,13 +157,16 @@ def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(
     assert [c.version for c in history(engine, ops)] == [2, 1, 0]  # the failed run's results: one commit
     runs = engine.spark.read.format("delta").load(ops).select("run_id").distinct().count()
     assert runs == 2
-    assert active_files(engine, ops) == 2
+    # a file per run on the local profile; delta-spark writes a file per task of the append
+    files = active_files(engine, ops)
+    assert files == 2 or (engine.profile == "spark" and files >= 2)
     done = tracelake_in_process(engine, "maintain", "ops.quality_results", "--optimize", "--lake", config.lake_root)
     assert done.returncode == 0, done.stderr
     table, _, operation, files_before, files_after = done.stdout.splitlines()[1].split(",")
-    assert (table, operation, files_before, files_after) == ("ops.quality_results", "OPTIMIZE", "2", "1")
+    assert (table, operation, files_before, files_after) == ("ops.quality_results", "OPTIMIZE", str(files), "1")
 
 
+@pytest.mark.skipif(PROFILE != "local", reason="the local profile's own catalog, which ends with its command")
 def test_an_ingest_names_the_tables_unless_its_catalog_ends_with_the_command(engine, spark, config, tmp_path,
                                                                           monkeypatch):
     """run_ingest registers the lake's tables for a caller that queries them next by name, and

@@ -540,6 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # the machine said no: a path that is not there, not writable, a full disk
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
+        if isinstance(exc, ConnectionRefusedError) and "py4j" in sys.modules and exc.filename is None:
+            # classic Spark's driver JVM ended under us: its gateway refuses the next call
+            print("tracelake: error: the Spark driver's JVM is gone (its gateway refused a call): it ran out of memory "
+                  "or was killed, as its last log lines above say; give it more memory with "
+                  "--conf spark_conf.spark.driver.memory=8g", file=sys.stderr)
+            return 2
         where = f"use {exc.filename}" if exc.filename else "write or read a file"
         print(printable(f"tracelake: error: cannot {where}: {exc.strerror or exc}"), file=sys.stderr)
         return 2

@@ -166,8 +166,38 @@ def held_not_null(df: DataFrame, schema: TableSchema) -> DataFrame:
     return df.select(*held)
 
 
+# per session: whether its engine creates tables by DDL (None: not asked yet)
+_by_ddl: weakref.WeakKeyDictionary[SparkSession, bool] = weakref.WeakKeyDictionary()
+
+
+def creates_by_ddl(spark: SparkSession, config: Config) -> bool | None:
+    """Whether a table is created by SQL DDL (delta-spark) rather than by writing an empty frame
+    (Sail, whose SQL has no `CREATE TABLE delta.`path``): delta-spark makes every column of a
+    DataFrame-created table nullable, and puts its partition columns first; only DDL keeps the
+    schema file's NOT NULL columns and order. `spark`: yes; `local`: no; `connect`: as the
+    server answered the first DDL of the session (None before that)."""
+    if config.profile != "connect":
+        return config.profile == "spark"
+    return _by_ddl.get(spark)
+
+
+def create_ddl(schema: TableSchema, path: str) -> str:
+    columns = ", ".join(f"{quote_name(c.name)} {c.spark_type.simpleString().upper()}{'' if c.nullable else ' NOT NULL'}"
+                        for c in schema.columns)
+    parts = f" PARTITIONED BY ({', '.join(quote_name(c) for c in schema.partition_by)})" if schema.partition_by else ""
+    return f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta{parts}"
+
+
 def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> str:
     path = config.table_path(schema.layer, schema.table)
+    if not table_exists(spark, path) and creates_by_ddl(spark, config) is not False:
+        try:
+            spark.sql(create_ddl(schema, path)).collect()
+            _by_ddl[spark] = True
+        except Exception:  # noqa: BLE001 - a Connect server without it (Sail): the frame's way below
+            if config.profile != "connect":
+                raise
+            _by_ddl[spark] = False
     if not table_exists(spark, path):
         empty = spark.createDataFrame([], schema.spark_schema())
         writer = empty.write.format("delta").mode("overwrite")

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from tracelake.config import Config
 from tracelake.delta.catalog import (
     conform,
+    creates_by_ddl,
     ensure_table,
     held_not_null,
     is_empty,
@@ -153,8 +154,7 @@ def commit(spark: SparkSession, config: Config, schema: TableSchema, rows: DataF
     frame, files = (rows.frame, rows.files) if isinstance(rows, StagedRows) else (rows, None)
     match mode:
         case MergeByKey(source_files):
-            _merge_by_key(spark, config, schema, frame, list(source_files))
-            return True
+            return _merge_by_key(spark, config, schema, frame, list(source_files))
         case ReplaceFiles(source_files, compare):
             return _replace_by_source(spark, config, schema, frame, list(source_files),
                                       None if compare is None else list(compare))
@@ -219,16 +219,21 @@ def _temp_view(df: DataFrame) -> str:
 
 def _merge_by_key(
     spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame, source_files: list[str]
-) -> None:
-    """Upsert on the natural key; delete rows of `source_files` that the new data lacks."""
+) -> bool:
+    """Upsert on the natural key; delete rows of `source_files` that the new data lacks.
+    Returns whether a commit was made: when the files' stored rows are the new rows already,
+    none (delta-spark commits a MERGE that changes no row as a new version; Sail does not)."""
     path = ensure_table(spark, config, schema)
     if _is_disjoint(spark, path, schema, df, source_files):
-        _append(df, schema, path)  # same result as the MERGE, at a fraction of the cost
-        return
+        return _append(df, schema, path)  # same result as the MERGE, at a fraction of the cost
+    compared = [c.name for c in schema.data_columns] + ["source_file"]
+    if source_files:  # keys are unique in the table: the same rows of these files change nothing
+        stored = spark.read.format("delta").load(path).filter(F.col("source_file").isin(source_files))
+        if unchanged(stored, conform(df, schema), compared):
+            return False
     _heal_duplicate_keys(spark, config, schema, path, df)
     view = _temp_view(conform(df, schema))
     on = " AND ".join(f"t.{quote_name(k)} <=> s.{quote_name(k)}" for k in schema.keys)
-    compared = [c.name for c in schema.data_columns] + ["source_file"]
     changed = " OR ".join(f"NOT (t.{quote_name(c)} <=> s.{quote_name(c)})" for c in compared)
     files = ", ".join(sql_str(f) for f in source_files)
     delete = (
@@ -240,6 +245,7 @@ def _merge_by_key(
         f"WHEN NOT MATCHED THEN INSERT *{delete}"
     ).collect()
     spark.catalog.dropTempView(view)
+    return True
 
 
 def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchema, path: str, df: DataFrame) -> bool:
@@ -310,12 +316,28 @@ def _overwrite(
             register(spark, config, schema.layer, schema.table)
             return False
     frame = held_not_null(conform(df, schema), schema)  # the new schema is the frame's
-    writer = frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    writer = frame.write.format("delta").mode("overwrite")
+    if not table_exists(spark, path) and creates_by_ddl(spark, config) is not False:
+        ensure_table(spark, config, schema)  # by DDL where the engine has it
+    if not creates_by_ddl(spark, config) or not _layout_is(spark, path, schema):
+        # a table of an older layout takes the new one (its columns then nullable on delta-spark)
+        writer = writer.option("overwriteSchema", "true")
     if schema.partition_by:
         writer = writer.partitionBy(*schema.partition_by)
     writer.save(path)
     register(spark, config, schema.layer, schema.table)
     return True
+
+
+def _layout_is(spark: SparkSession, path: str, schema: TableSchema) -> bool:
+    """Whether the stored table has the schema file's columns (names, types, nullability, order)
+    and partitioning (delta-spark's DESCRIBE DETAIL)."""
+    stored = spark.read.format("delta").load(path).schema
+    if [(f.name, f.dataType.simpleString(), f.nullable) for f in stored.fields] != \
+            [(c.name, c.spark_type.simpleString(), c.nullable) for c in schema.columns]:
+        return False
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    return list(detail["partitionColumns"]) == list(schema.partition_by)
 
 
 def _append_rows(spark: SparkSession, config: Config, schema: TableSchema, df: DataFrame) -> None:

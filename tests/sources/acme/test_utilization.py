@@ -140,6 +140,7 @@ def test_column_names_give_node_gpu_and_ib_device():
 # ------------------------------------------------------------------ parser, portable
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_hand_written_fixture_gives_exact_rows_and_reasons(spark, tmp_path_factory):
     parsed = _parse(spark, FIXTURE, UTIL, tmp_path_factory)
     good = spark.createDataFrame([
@@ -242,6 +243,7 @@ def month(tmp_path_factory) -> Path:
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_generated_month_keeps_one_row_per_distinct_cell(spark, month, tmp_path_factory):
     manifest = json.loads((month / "utilization" / "manifest.json").read_text())
     cells, distinct = reference_cells(month)[UTIL]

@@ -222,6 +222,7 @@ def scenario(spark):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_suspects_come_from_excess_over_each_ports_own_level(spark, scenario):
     blamed = {5: (LEAF1, PORT_A, "access_saturation"), 12: (LEAF1, PORT_B, "loss")}
     rows = []

@@ -64,6 +64,8 @@ def _by_hour(frame) -> dict[str, list]:
     return {h: sorted(r) for h, r in grouped.items()}
 
 
+@pytest.mark.delta_io
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, tmp_path):
     raws = [_hour(tmp_path, h, seed=20 + i) for i, h in enumerate(HOURS)]
     for raw in raws:
@@ -184,6 +186,8 @@ def test_two_hours_apart_reingested_together_continue_from_their_own_hours_befor
     assert rates.filter(F.col("status") == "first").count() == 2  # only the first hour's first rows
 
 
+@pytest.mark.delta_io
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_rates_across_an_hour_boundary_equal_rates_over_both_hours(engine, spark, config, tmp_path):
     for i, hour in enumerate(HOURS[:2]):
         run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=40 + i)))
@@ -307,6 +311,8 @@ def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(s
         [portpass.RERATE, None, None, None]
 
 
+@pytest.mark.delta_io
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_an_identical_rerun_of_an_hour_commits_nothing(engine, spark, config, tmp_path):
     raw = _hour(tmp_path, HOURS[0], seed=7)
     run_ingest(engine, config, "zhejiang", str(raw))

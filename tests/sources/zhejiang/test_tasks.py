@@ -318,6 +318,7 @@ def _stored(df, path: Path):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_hf_task_round_trips_through_the_parser(spark, tmp_path, monkeypatch):
     monkeypatch.setattr(generate_tasks, "SAVE_STEPS", 10)
     spec = _spec("hf")
