@@ -60,6 +60,10 @@ def tracelake_in_process(engine, *args: str, start=None) -> subprocess.Completed
 
     spark = engine.spark
     saved: dict[str, str | None] = {}
+    if engine.profile != "local" and "--profile" not in args and args and args[0] not in ("describe", "generate"):
+        # the run's profile, as the run's engine is: a local engine started here would turn this
+        # process's pyspark to Spark Connect for good (SPARK_CONNECT_MODE_ENABLED)
+        args = (*args, "--profile", engine.profile)
 
     def shared_engine(config):
         if config.profile != engine.profile:  # another profile asked for: its own engine, as the CLI does

@@ -285,20 +285,31 @@ def attach_served(config: Config, socket_path: str) -> Engine:
 
 def _start_connect(config: Config) -> Engine:
     url = config.connect_url or ""
+    shown = _shown_url(url)
     if not url.startswith("sc://"):
-        raise TracelakeError(f"connect_url must start with sc://, got '{url}'")
+        raise TracelakeError(f"connect_url must start with sc://, got '{shown}'")
     _check_reachable(url)
     try:
         spark = _new_session(url)
     except Exception as exc:  # noqa: BLE001
-        raise TracelakeError(f"cannot reach Spark Connect at {url}: {first_line(exc)}") from exc
+        raise TracelakeError(f"cannot reach Spark Connect at {shown}: {first_line(exc)}") from exc
     try:
         _apply_runtime_conf(spark, config.spark_conf)
-    except BaseException:  # the session's first calls: a server that ends them leaves no session open
+    except BaseException as exc:  # the session's first calls: a server that ends them leaves no session open
         with contextlib.suppress(Exception):
             spark.stop()
+        refused = re.search(r"\b(UNAUTHENTICATED|PERMISSION_DENIED)\b", str(exc))
+        if refused:
+            raise TracelakeError(
+                f"the Spark Connect server at {shown} refused this client ({refused.group(1)}): give its token "
+                "in the URL (sc://HOST:PORT/;token=...), best in TRACELAKE_CONNECT_URL, not on a command line") from None
         raise
     return Engine("connect", spark)
+
+
+def _shown_url(url: str) -> str:
+    """A Connect URL as a message may print it: a token's value never shows."""
+    return re.sub(r"(?i)(;token=)[^;]*", r"\1***", url)
 
 
 CONNECT_TIMEOUT_S = 10.0
@@ -310,14 +321,14 @@ def _check_reachable(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     an unreachable server without end."""
     match = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?", url)
     if not match:
-        raise TracelakeError(f"connect_url '{url}' is not sc://host[:port]")
+        raise TracelakeError(f"connect_url '{_shown_url(url)}' is not sc://host[:port]")
     host = match.group(1).strip("[]")
     port = int(match.group(2) or DEFAULT_CONNECT_PORT)
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise TracelakeError(f"cannot reach Spark Connect at {url}: {reason}") from None
+        raise TracelakeError(f"cannot reach Spark Connect at {_shown_url(url)}: {reason}") from None
 
 
 def _start_classic(config: Config) -> Engine:

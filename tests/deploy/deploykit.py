@@ -54,20 +54,25 @@ def sail_server(log: Path, workers: int = 0) -> Iterator[str]:
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"sail server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            with socket.socket() as sock:
-                sock.settimeout(0.5)
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"sail server did not listen on {port} within 30 s")
-            time.sleep(0.2)
+        wait_listening(proc, port, log, "sail server", 30)
         yield f"sc://127.0.0.1:{port}"
     finally:
         stop_process_group(proc)
+
+
+def wait_listening(proc: subprocess.Popen, port: int, log: Path, name: str, timeout: float) -> None:
+    """Until a server we started listens on its 127.0.0.1 port; its log's end if it exits or is too slow."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+        with socket.socket() as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not listen on {port} within {timeout:.0f} s: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.2)
 
 
 def run(cmd: list[str], env: dict | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from deploykit import free_port, stop_process_group
+from deploykit import free_port, stop_process_group, wait_listening
 
 from tracelake.deltajars import fetch
 
@@ -49,17 +47,7 @@ def spark_connect_server(base: Path) -> Iterator[str]:
              "--name", "tracelake-connect", "--jars", jars, "spark-internal"],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"SparkConnectServer exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            with socket.socket() as sock:
-                sock.settimeout(0.5)
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"SparkConnectServer did not listen on {port} within 120 s: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
+        wait_listening(proc, port, log, "SparkConnectServer", 120)
         yield f"sc://localhost:{port}/;token={token}"
     finally:
         stop_process_group(proc)

@@ -1,7 +1,8 @@
 """The Databricks bundle (deploy/databricks) checked as far as this machine can: the YAML's
 structure (every path it names exists; each notebook task's parameters are exactly the widgets
 its notebook declares), the wheel it builds carries conf/, schemas/ and expectations/, and each
-notebook runs locally on the local profile with a stub `dbutils`, checked in the lake."""
+notebook runs locally with a stub `dbutils`, checked in the lake: on the local profile, and on a
+classic Spark session with delta-spark handed to it as the `spark` Databricks hands a notebook."""
 
 from __future__ import annotations
 
@@ -35,8 +36,18 @@ class DbUtils:
     widgets = Widgets()
 
 shown = []
+spark = None
+if widgets.get("profile") == "spark":  # a classic session with delta-spark, built before the notebook as Databricks does
+    from pyspark.sql import SparkSession
+    from tracelake.deltajars import fetch
+    spark = (SparkSession.builder.master("local[2]").config("spark.jars", ",".join(map(str, fetch())))
+             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+             .config("spark.databricks.delta.snapshotPartitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
 source = open(sys.argv[1], encoding="utf-8").read()
-exec(compile(source, sys.argv[1], "exec"), {"dbutils": DbUtils(), "display": shown.append, "__name__": "__main__"})
+exec(compile(source, sys.argv[1], "exec"),
+     {"dbutils": DbUtils(), "display": shown.append, "spark": spark, "__name__": "__main__"})
 print("DISPLAYED", len(shown))
 """
 
@@ -112,3 +123,21 @@ def test_explore_notebook_plots_from_the_gold_tables(notebook_lake):
     ran = _run_notebook("explore.py", {"lake": str(notebook_lake), "profile": "local", "task_id": ""})
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert "DISPLAYED 4" in ran.stdout  # characterization table and figure, the task figure, slow steps by reason
+
+
+def test_the_notebooks_run_on_a_delta_spark_session_handed_to_them(notebook_lake, tmp_path):
+    """The ingest notebook fills a lake through the handed session (the `spark` profile reuses
+    it), and the explore notebook plots the local profile's lake through such a session."""
+    raw, lake = tmp_path / "itp", tmp_path / "lake"
+    done = subprocess.run([sys.executable, "-m", "tracelake", "generate", "itp", "--out", str(raw), "--scale", "0.01"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ran = _run_notebook("ingest.py", {"source": "itp", "raw": str(raw), "lake": str(lake), "profile": "spark",
+                                      "hours": "", "catalog": ""})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "DISPLAYED 1" in ran.stdout
+    assert DeltaTable(str(lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows == \
+        DeltaTable(str(notebook_lake / "bronze" / "itp_jobs")).to_pyarrow_table().num_rows
+    ran = _run_notebook("explore.py", {"lake": str(notebook_lake), "profile": "spark", "task_id": ""})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "DISPLAYED 4" in ran.stdout

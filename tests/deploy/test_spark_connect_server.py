@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from conftest import shared
@@ -35,7 +36,11 @@ def served(tmp_path_factory):
         first = connect("ingest", "itp", "--raw", str(raw))
         versions = delta_versions(remote)
         second = connect("ingest", "itp", "--raw", str(raw))
-        yield {"local": local, "remote": remote, "first": first, "second": second, "versions": versions,
+        # the token never shows in what tracelake prints, even when a command fails with the URL in its message
+        leaked = tracelake("query", "SELECT 1", "--lake", str(remote), "--profile", "connect",
+                           env={"TRACELAKE_CONNECT_URL": re.sub(r"localhost:\d+", "127.0.0.1:1", url)},
+                           timeout=120)
+        yield {"leaked": leaked, "token": url.split("token=")[1], "local": local, "remote": remote, "first": first, "second": second, "versions": versions,
                "again": delta_versions(remote), "connect": connect,
                "no_token": tracelake("query", "SELECT 1", "--lake", str(remote), "--profile", "connect",
                                      env={"TRACELAKE_CONNECT_URL": url.split("/;")[0]}, timeout=300)}
@@ -75,4 +80,12 @@ def test_tables_query_time_travel_and_maintain_answer(served):
 def test_a_client_without_the_token_is_refused(served):
     refused = served["no_token"]
     assert refused.returncode == 2, refused.stderr[-2000:]
-    assert "tracelake: error:" in refused.stderr and "Traceback" not in refused.stderr
+    assert "refused this client (UNAUTHENTICATED): give its token in the URL" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_a_failing_command_never_prints_the_token(served):
+    leaked = served["leaked"]
+    assert leaked.returncode == 2, leaked.stderr[-2000:]
+    assert "cannot reach Spark Connect at sc://127.0.0.1:1" in leaked.stderr and "token=***" in leaked.stderr
+    assert served["token"] not in leaked.stdout + leaked.stderr

@@ -49,8 +49,8 @@ def lakes(tmp_path_factory):
 def test_the_submits_ran_on_the_two_workers(lakes):
     log = lakes["master_log"]
     assert log.count("Registering worker 127.0.0.1") == 2
-    assert "Registering app tracelake-ingest-itp" in log and "Registering app tracelake-ingest-zhejiang" in log
-    assert "Launching executor" in log
+    assert log.count("Registering app ") == 3  # itp, zhejiang, itp again
+    assert log.count("Launching executor") >= 6  # each app on both workers
 
 
 BIG = ("bronze.zj_port_counters", "silver.zj_port_rates")  # 1.86 M rows each: compared by fingerprint
