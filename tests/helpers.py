@@ -70,7 +70,12 @@ def tracelake_in_process(engine, *args: str, start=None) -> subprocess.Completed
             return start_engine(config)
         for key, value in config.spark_conf.items():
             saved.setdefault(key, spark.conf.get(key, None))
-            spark.conf.set(key, value)
+            try:
+                spark.conf.set(key, value)
+            except Exception as exc:  # noqa: BLE001 - a static or core setting a live session refuses, as the CLI skips it
+                if "CANNOT_MODIFY" not in str(exc):
+                    raise
+                saved.pop(key, None)
         return Engine(engine.profile, spark, _owns_session=False)
 
     out, err = io.StringIO(), io.StringIO()

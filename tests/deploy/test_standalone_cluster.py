@@ -124,7 +124,9 @@ def test_each_profile_merges_into_maintains_and_time_travels_the_other_ones_lake
                          timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         [header, row] = list(csv.reader(io.StringIO(done.stdout)))[:2]
-        assert row[0] == "bronze.itp_jobs" and row[2] == "OPTIMIZE" and row[4] == "1", done.stdout
+        # one file after; a table already in one file has nothing to compact and keeps its last version
+        assert row[0] == "bronze.itp_jobs" and row[4] == "1", done.stdout
+        assert row[2] == "OPTIMIZE" or (row[2] == "MERGE" and row[3] == "1"), done.stdout
         travelled = tracelake("query", f"SELECT count(*) AS n FROM bronze.itp_jobs VERSION AS OF {before[lake]}",
                               "--lake", str(lake), "--profile", profile, "--format", "csv", timeout=600)
         assert travelled.returncode == 0, travelled.stderr[-3000:]
