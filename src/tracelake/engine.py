@@ -324,11 +324,18 @@ def _check_reachable(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         raise TracelakeError(f"connect_url '{_shown_url(url)}' is not sc://host[:port]")
     host = match.group(1).strip("[]")
     port = int(match.group(2) or DEFAULT_CONNECT_PORT)
+    reason = _no_answer(host, port, timeout_s)
+    if reason is not None:
+        raise TracelakeError(f"cannot reach Spark Connect at {_shown_url(url)}: {reason}")
+
+
+def _no_answer(host: str, port: int, timeout_s: float) -> str | None:
+    """Why nothing answers at host:port within the timeout, or None when something listens."""
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
+        return None
     except OSError as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise TracelakeError(f"cannot reach Spark Connect at {_shown_url(url)}: {reason}") from None
+        return "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
 
 
 def _start_classic(config: Config) -> Engine:
@@ -356,9 +363,7 @@ def _start_classic(config: Config) -> Engine:
         elif not any(conf.get(k) for k in JAR_KEYS):
             # run directly (not by spark-submit, which brings its --packages): the cached jars
             if not os.environ.get("PYSPARK_GATEWAY_PORT"):
-                conf["spark.jars"] = ",".join(str(j) for j in deltajars.fetch(quiet=False))
-        if conf.get("spark.jars"):
-            deltajars.check_jar_versions(conf["spark.jars"].split(","))
+                conf["spark.jars"] = ",".join(str(j) for j in deltajars.fetch(quiet=False))  # checked as fetched
         for key, value in conf.items():
             builder = builder.config(key, value)
         spark, owns = builder.getOrCreate(), True
@@ -375,11 +380,10 @@ def _check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     failures = []
     for address in master.removeprefix("spark://").split(","):
         host, _, port = address.rpartition(":")
-        try:
-            socket.create_connection((host.strip("[]"), int(port or 7077)), timeout=timeout_s).close()
+        reason = _no_answer(host.strip("[]"), int(port) if port.isdigit() else 7077, timeout_s)
+        if reason is None:
             return
-        except (OSError, ValueError) as exc:
-            failures.append("timed out" if isinstance(exc, TimeoutError) else getattr(exc, "strerror", None) or str(exc))
+        failures.append(reason)
     raise TracelakeError(f"the Spark master {master} does not answer ({'; '.join(failures)}): start it, or name "
                          "another with --conf master=spark://HOST:PORT")
 
