@@ -43,6 +43,7 @@ def _table(spark, config, layer, table):
     return spark.read.format("delta").load(config.table_path(layer, table))
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_path):
     raw = _raw(tmp_path, [f"{job_id(6)},600,700,8", *BROKEN])
     stats = _itp_stats(run_ingest(engine, config, "itp", raw))
@@ -108,6 +109,7 @@ def test_rerun_is_a_no_op_and_a_changed_file_changes_only_its_rows(engine, spark
     assert table.filter(F.col("cluster") == "cluster01").count() == 5
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_critical_failure_commits_nothing_to_the_target(engine, spark, config, tmp_path):
     run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
     path = config.table_path("bronze", "itp_jobs")
@@ -135,6 +137,7 @@ def test_tables_are_addressable_by_layer_and_name(engine, spark, config, tmp_pat
     assert spark.sql("SELECT count(*) FROM quarantine.itp_jobs").first()[0] == 0
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(engine, config, tmp_path):
     """All of a run's rule results in one commit (it was one per table: ~40 files a run), a
     critical failure's run included; `maintain --optimize` folds the runs' files into one."""

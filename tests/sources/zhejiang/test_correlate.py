@@ -250,6 +250,7 @@ def test_suspects_come_from_excess_over_each_ports_own_level(spark, scenario):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_task_summary_counts_slow_and_explained_iterations(spark, scenario):
     got = task_network_summary(scenario).select(
         "task_id", "iterations", "iterations_with_data", "slow_iterations", "slow_with_data",

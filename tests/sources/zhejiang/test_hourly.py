@@ -174,6 +174,7 @@ def _world_files(cluster, hours: list[str], out: Path, fmt: str = "csv") -> Worl
     return world
 
 
+@pytest.mark.e2e  # a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 @pytest.mark.parametrize("hours", [["2024052323", "2024052400"], ["2024052411", "2024052412"]])
@@ -241,6 +242,7 @@ def test_missing_column_and_empty_folder(tmp_path):
     assert positions["OutPktsLoss"] == 0 and positions["DeviceName"] == 1 and labels[-1] == "Extra"
 
 
+@pytest.mark.e2e  # a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 def test_a_new_hour_adds_its_link_ends_to_the_wiring_and_a_replaced_hour_rebuilds_it(
         engine, spark, config, cluster, tmp_path, monkeypatch):
     """silver.zj_link_wiring reads a new hour's link.csv rows only, and still equals link_wiring

@@ -38,6 +38,7 @@ def _staged(spark, parse, table: str, path: Path):
                   lambda frame, proven, clean=False: staged_form(frame, schema, flags, by_gx, proven, clean))
 
 
+@pytest.mark.e2e  # a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 def test_fast_parse_of_generated_hours_equals_the_exact_parse_row_for_row(spark, tmp_path):
