@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
+from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema
 
@@ -56,6 +57,20 @@ def read_tables(spark: SparkSession, config: Config, *names: str) -> list[DataFr
         path = config.table_path(*name.split(".", 1))
         frames.append(spark.read.format("delta").load(path) if table_exists(spark, path) else None)
     return frames
+
+
+def check_uc_location(lake_root: str) -> None:
+    """Refuse, before any work, a lake whose tables Unity Catalog would not register: no table on
+    files in a volume (Databricks' path rules for volumes), no external table on DBFS. For the
+    Databricks entry points only: elsewhere /Volumes may be a plain disk (macOS)."""
+    if lake_root == "/Volumes" or lake_root.startswith("/Volumes/"):
+        rule = "is in a Unity Catalog volume, and Unity Catalog defines no table on files in a volume"
+    elif lake_root.lower().startswith(("dbfs:", "/dbfs/")):
+        rule = "is on DBFS, where Unity Catalog defines no external table"
+    else:
+        return
+    raise TracelakeError(f"lake {lake_root} {rule}: put the lake on a cloud URI inside an external location "
+                         "(s3://, abfss://, gs://)")
 
 
 def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:

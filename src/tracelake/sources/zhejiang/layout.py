@@ -4,7 +4,7 @@ transforms and generator (docs/formats/zhejiang.md §1, §3)."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from tracelake.errors import TracelakeError
@@ -14,6 +14,8 @@ TRAFFIC = "trafficinfo"
 TASKINFO = "taskinfo"
 HOUR = "hour_cst"  # the column (and file constant) of the CST hour folder a traffic row came from
 HOUR_DIR = re.compile(r"\d{10}")  # trafficinfo/<YYYYMMDDHH>, China time (UTC+8)
+CHINA = timezone(timedelta(hours=8))  # the hour folders' clock; China has no daylight saving
+EVERY_HOUR = "all"  # a scheduler's word for every hour folder, where an empty value is refused
 MGMT_PORT = "M-GigabitEthernet0/0/0"  # the 1G management port: the only 32-bit counters
 MAX_HOURS = 87_660  # the longest --hours range: 10 years of hours (10 × 365.25 × 24)
 UPLINK_PORTS = tuple(f"FourHundredGigE1/0/{p}" for p in range(33, 63))  # leaf → spine
@@ -128,3 +130,35 @@ def file_name_for_port(folder: str, port_name: str) -> str:
     if match := FULL_PORT.fullmatch(port_name):
         return f"{prefix}_{int(match.group(1))}.csv"
     raise TracelakeError(f"'{port_name}' is not a leaf port name this release uses")
+
+
+def hour_closed_at(trigger: str) -> str:
+    """The hour folder of the last whole hour that ended at or before `trigger`, an ISO 8601
+    time (UTC when it has no offset, as Databricks' `{{job.trigger.time.iso_datetime}}`): a run
+    fired at 2024-05-23T17:10:00Z ingests [16:00, 17:00) UTC, the folder 2024052400, whose files
+    are complete; the hour still running is left to the next run."""
+    try:
+        moment = datetime.fromisoformat(trigger.strip())
+    except ValueError:
+        raise TracelakeError(f"hours '{trigger}' is not an hour YYYYMMDDHH, a range FROM..TO, "
+                             f"'{EVERY_HOUR}' or an ISO 8601 trigger time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    started = moment.astimezone(CHINA).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    return f"{started:%Y%m%d%H}"
+
+
+def scheduled_hours(value: str) -> str | None:
+    """`--hours` of a scheduled or hand-started run's `hours` parameter: `all` is every hour
+    folder (None); a trigger time, the hour that closed at it; an hour or a range, as given.
+    Empty is refused: a schedule whose reference came through empty must not re-read every hour."""
+    text = value.strip()
+    if not text:
+        raise TracelakeError(f"hours is empty: pass an hour YYYYMMDDHH, a range FROM..TO, '{EVERY_HOUR}' for "
+                             "every hour folder, or the trigger time ({{job.trigger.time.iso_datetime}})")
+    if text == EVERY_HOUR:
+        return None
+    if HOUR_DIR.fullmatch(text.partition("..")[0].strip()):
+        parse_hours(text)  # a bad hour or range stops here, before any engine work
+        return text
+    return hour_closed_at(text)
