@@ -9,6 +9,13 @@ class TracelakeError(Exception):
     exit_code = 2
 
 
+class HourNotThere(TracelakeError):
+    """An hour asked for by name has no folder (yet): a scheduler skips or retries it, where any
+    other bad input fails at once, so it has its own exit code."""
+
+    exit_code = 4
+
+
 class QualityGateFailed(TracelakeError):
     """A critical expectation failed; nothing was committed to the target table."""
 

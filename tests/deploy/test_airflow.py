@@ -7,51 +7,32 @@ so only the first run installs it (~40 s); the metadata DB is SQLite in a temp A
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from airflowkit import DAGS, PROJECT_VENV, airflow_env
+from airflowkit import airflow_venv as installed_airflow
 from deltalake import DeltaTable
 
 pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
 
-ROOT = Path(__file__).resolve().parents[2]
-DAGS = ROOT / "deploy" / "airflow" / "dags"
-PINS = ROOT / "deploy" / "airflow" / "requirements.txt"
-PROJECT_VENV = Path(sys.executable).parent.parent
 DAG_IDS = ["tracelake_ingest_acme", "tracelake_ingest_itp", "tracelake_ingest_zeus", "tracelake_ingest_zhejiang",
            "tracelake_report", "tracelake_zhejiang_hourly"]
 
 
 @pytest.fixture(scope="module")
 def airflow_venv() -> Path:
-    key = hashlib.sha256(PINS.read_bytes()).hexdigest()[:12]
-    venv = Path(os.environ.get("TRACELAKE_AIRFLOW_VENV", Path.home() / ".cache" / "tracelake" / f"airflow-{key}"))
-    if not (venv / ".complete").is_file():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True, timeout=120)
-        pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "-r", str(PINS)],
-                             capture_output=True, text=True, timeout=900)
-        if pip.returncode != 0:
-            if "No matching distribution" in pip.stderr or "Could not find" in pip.stderr or "connection" in pip.stderr.lower():
-                pytest.skip(f"Airflow could not be installed from the package index: {pip.stderr.strip()[-300:]}")
-            raise AssertionError(pip.stderr[-3000:])
-        (venv / ".complete").write_text(PINS.read_text())
-    return venv
+    return installed_airflow()
 
 
 @pytest.fixture(scope="module")
 def airflow(airflow_venv, tmp_path_factory):
     """A function running the `airflow` CLI against a fresh SQLite AIRFLOW_HOME."""
     home = tmp_path_factory.mktemp("airflow_home")
-    base_env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW_VAR_TRACELAKE_VENV": str(PROJECT_VENV),
-                "RUST_LOG": "error"}
-    base_env.pop("PYTHONPATH", None)
+    base_env = airflow_env(home)
 
     def run(*args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
         return subprocess.run([str(airflow_venv / "bin" / "airflow"), *args], capture_output=True, text=True,
@@ -109,11 +90,12 @@ def test_itp_ingest_dag_runs_end_to_end(airflow, tmp_path):
 def test_zhejiang_hourly_dag_ingests_exactly_its_hour(airflow, tmp_path):
     raw, lake = tmp_path / "zj", tmp_path / "lake"
     _tracelake("generate", "zhejiang", "--out", str(raw), "--hours", "2", "--tasks", "1", "--scale", "0.1")
-    done = airflow("dags", "test", "tracelake_zhejiang_hourly", "2024-05-23T17:00:00+00:00",
+    done = airflow("dags", "test", "tracelake_zhejiang_hourly", "2024-05-23T18:00:00+00:00",
                    env={"AIRFLOW_VAR_TRACELAKE_RAW_ZHEJIANG": str(raw), "AIRFLOW_VAR_TRACELAKE_LAKE": str(lake)})
     assert done.returncode == 0 and "state=success" in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
     counters = DeltaTable(str(lake / "bronze" / "zj_port_counters")).to_pyarrow_table()
-    assert set(counters.column("hour_cst").to_pylist()) == {"2024052401"}  # 17:00 UTC is 01:00 CST
+    # the run at 18:00 UTC ingests the hour that ended then: 17:00-18:00 UTC, 01:00-02:00 CST
+    assert set(counters.column("hour_cst").to_pylist()) == {"2024052401"}
     hour = raw / "trafficinfo" / "2024052401"
     lines = sum(len(p.read_text(encoding="utf-8").splitlines()) - 1 for p in hour.glob("*/*.csv"))
     assert counters.num_rows == lines

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import sys
@@ -60,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="ingest a source's raw files into bronze (and derived) tables")
     p.add_argument("source", help=" | ".join(source_names()))
     p.add_argument("--raw", help="folder with the source's raw files (default: conf raw_roots.SOURCE, named on stderr)")
-    p.add_argument("--hours", metavar="H|FROM..TO",
-                   help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. 2024052400..2024052423")
+    p.add_argument("--hours", metavar="H|FROM..TO|none",
+                   help="zhejiang: only these trafficinfo hour folders (YYYYMMDDHH, China time), e.g. "
+                        "2024052400..2024052423; none: only the workbook and taskinfo/. An hour with no folder exits 4")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON object (each table's rows read, kept, quarantined and "
+                        "its Delta version) for a scheduler to keep")
     _common(p)
 
     p = sub.add_parser("query", help="run one read-only SQL statement over the lake; prints CSV with a header")
@@ -344,8 +349,27 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         # names in a catalog that ends with the command would be read by no one
         stats = run_ingest(engine, config, args.source, raw, _step_fn(progress), hours=args.hours,
                            register=not engine.catalog_ends_with_it)
-    _print_stats(stats)
+        if args.json:
+            print(json.dumps(_stats_record(engine, config, args, stats), sort_keys=True))
+    if not args.json:
+        _print_stats(stats)
     return 0
+
+
+def _stats_record(engine, config, args: argparse.Namespace, stats) -> dict:
+    """The run in a few numbers: what a scheduler keeps (Airflow's XCom) in place of the summary
+    text. `version` is each table's Delta version after the run (unchanged on a no-op re-run)."""
+    from tracelake.delta.maintenance import history
+
+    def version(table: str) -> int:
+        layer, name = table.split(".", 1)
+        return history(engine, config.table_path(layer, name), 1)[0].version
+
+    tables = [{"table": s.table, "read": s.rows_read, "kept": s.rows_kept, "quarantined": s.rows_quarantined,
+               "repeated": s.rows_repeated, "version": version(s.table)} for s in stats]
+    return {"source": args.source, "hours": args.hours, "tables": tables,
+            "read": sum(t["read"] for t in tables if t["table"].startswith("bronze.")),
+            "quarantined": sum(t["quarantined"] for t in tables if t["table"].startswith("bronze."))}
 
 
 def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:

@@ -33,18 +33,32 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
                          "Zhejiang files (cluster_2000_A100.xlsx, trafficinfo/, taskinfo/)")
 
 
+def _plan_without_traffic(raw_dir: Path, staging: Path) -> list[TableInput]:
+    from tracelake.api.contract import combined_plan
+
+    every, traffic = _parts()
+    return combined_plan([part.plan for part in every if part not in traffic], raw_dir, staging,
+                         "Zhejiang files outside trafficinfo/ (cluster_2000_A100.xlsx, taskinfo/)")
+
+
 def plan_hours(raw_dir: Path, staging: Path, hours: str) -> list[TableInput]:
     """Only the traffic of the hour folders `hours` names (`H` or `FROM..TO`, CST folder names):
     an hourly run then changes only time partitions, so the derived tables are rebuilt for those
-    hours (and the tasks they touch) alone. The workbook and the task folders are ingested by a
-    run without --hours (e.g. a daily one). An empty `hours` is refused by parse_hours."""
+    hours (and the tasks they touch) alone. `none` is the rest: the workbook and the task
+    folders, which a daily run ingests beside hourly ones without listing any hour. An empty
+    `hours` is refused by parse_hours."""
     chosen = parse_hours(hours)
+    if not chosen:
+        return _plan_without_traffic(raw_dir, staging)
     return [item for part in _parts()[1] for item in part.plan(raw_dir, staging, chosen)]
 
 
 def hour_files(relative: str, hours: str) -> bool:
-    """Whether `plan_hours(…, hours)` reads the raw file at `relative`: traffic of those hours."""
+    """Whether `plan_hours(…, hours)` reads the raw file at `relative`: traffic of those hours
+    (with `none`, every file outside trafficinfo/)."""
     parts = relative.split("/")
+    if not _hours(hours):
+        return parts[0] != TRAFFIC
     return len(parts) > 2 and parts[0] == TRAFFIC and parts[1] in _hours(hours)
 
 

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
-from tracelake.errors import TracelakeError
+from tracelake.errors import HourNotThere, TracelakeError
 from tracelake.io.storetree import as_folder
 
 TRAFFIC = "trafficinfo"
@@ -30,12 +30,17 @@ def _hour(text: str, what: str) -> datetime:
     raise TracelakeError(f"{what} '{text}' is not an hour YYYYMMDDHH (China time)")
 
 
+NO_HOURS = "none"  # `--hours none`: what is in no hour folder (the workbook, taskinfo/) and no traffic
+
+
 def parse_hours(spec: str) -> tuple[str, ...]:
-    """`--hours` text: one hour `H` or a range `FROM..TO` (both included), as folder names. A
+    """`--hours` text: one hour `H`, a range `FROM..TO` (both included) or `none`, as folder names. A
     range is at most MAX_HOURS long: a typo such as 1000010100 would otherwise list millions of
     hours (and stepping past year 9999 overflows)."""
     if not spec.strip():
-        raise TracelakeError("--hours is empty: give an hour YYYYMMDDHH (China time) or a range FROM..TO")
+        raise TracelakeError("--hours is empty: give an hour YYYYMMDDHH (China time), a range FROM..TO or none")
+    if spec.strip() == NO_HOURS:
+        return ()
     first, sep, last = spec.partition("..")
     start = _hour(first.strip(), "--hours")
     end = _hour(last.strip(), "--hours") if sep else start
@@ -67,7 +72,7 @@ def hour_folders(raw_dir: Path, hours: tuple[str, ...] | None = None) -> list[Pa
     missing = sorted(set(hours) - set(present))
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise TracelakeError(f"{root}: no hour folder {missing[0]}{more}")
+        raise HourNotThere(f"{root}: no hour folder {missing[0]}{more}")
     return [root / h for h in hours]
 
 
