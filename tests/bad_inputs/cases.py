@@ -769,9 +769,17 @@ CASES = [
                 "1,8,4,5,210.0,50.0,260.0\n", rows={"silver/zj_task_restarts": 1}),
     Case("zj_hours_not_a_range", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
                                        ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "yesterday"]), 2, "--hours"),
+    # an hour with no folder has exit 4 of its own: a scheduler skips (or retries) it, where exit 2 fails the task
     Case("zj_hours_not_in_the_release", files(port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9]),
-                                              ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052405"]), 2,
+                                              ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "2024052405"]), 4,
          "no hour folder 2024052405"),
+    # a daily run for the workbook and task logs re-parsed every hour folder; `--hours none` reads no traffic
+    Case("zj_hours_none_reads_the_task_logs_and_no_hour",
+         files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 3),
+                **task_folder([*LOG_HEAD, ON_LOG.format(s=10, i=1), ON_LOG.format(s=20, i=2)])},
+               ["ingest", "zhejiang", "--raw", "{raw}", "--hours", "none", "--json"]), 0,
+         rows={"bronze/zj_task_log_events": 4, "silver/zj_task_iterations": 2}, read={"zj_task_log_events": 4},
+         stdout='"hours": "none"', hidden="zj_port_counters"),
     # a range runs hour after hour: a bad hour stops the run there, the hours before it stay
     Case("zj_range_stops_at_a_header_only_hour",
          files({**port_file("Leaf-1_40.csv", "FourHundredGigE1/0/40", [10**9] * 3),
@@ -793,7 +801,7 @@ CASES = [
     Case("zj_real_task_without_workbook", _real_task_without_workbook, 0,
          rows={"bronze/zj_task_pods": 4, "silver/zj_task_iterations": 2436}),
     # the last hour of year 9999 stepped past it (OverflowError, exit 1); a typo's range listed millions of hours
-    Case("zj_hours_last_hour_of_year_9999", _zj_hours("9999123123"), 2, "no hour folder 9999123123"),
+    Case("zj_hours_last_hour_of_year_9999", _zj_hours("9999123123"), 4, "no hour folder 9999123123"),
     Case("zj_hours_range_over_10_years", _zj_hours("0001010100..9999123123"), 2,
          "--hours 0001010100..9999123123: the range covers 87649416 hours, more than the 87660 (10 years)"),
     Case("zj_hours_empty_is_refused", _zj_hours(""), 2, "--hours is empty"),  # it ingested the whole release

@@ -37,7 +37,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset, BaseHook, CronDataIntervalTimetable, Variable, task
@@ -69,13 +69,13 @@ def table_asset(table: str) -> Asset:
 
 def folder_hour(name: str) -> datetime:
     """The UTC start of the Zhejiang hour folder `name` (YYYYMMDDHH, China time)."""
-    return datetime.strptime(name, "%Y%m%d%H").replace(tzinfo=CST).astimezone(timezone.utc)
+    return datetime.strptime(name, "%Y%m%d%H").replace(tzinfo=CST).astimezone(UTC)
 
 
 def closed_hour(data_interval_end: datetime) -> str:
     """The hour folder of the hour that ended at (or last before) a run's interval end: a run
     ingests an hour only once every poll of it can have been written, never the hour beginning."""
-    end = data_interval_end.astimezone(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    end = data_interval_end.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return (end - HOUR).astimezone(CST).strftime("%Y%m%d%H")
 
 
