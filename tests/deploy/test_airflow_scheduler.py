@@ -97,8 +97,12 @@ def _versions(lake: Path) -> dict[str, int]:
 def test_scheduler_ingests_each_closed_hour_once_in_order_and_a_backfill_commits_nothing(tmp_path):
     venv = airflow_venv()
     raw, lake, home, logs = tmp_path / "zj", tmp_path / "lake", tmp_path / "airflow", tmp_path / "logs"
-    home.mkdir()
+    (home / "config").mkdir(parents=True)
     logs.mkdir()
+    # SQLite has one writer: each connection waits for the lock up to a minute (pysqlite's default
+    # is 5 s, which a CLI command meeting the scheduler's writes outlasts); Airflow puts
+    # AIRFLOW_HOME/config on sys.path before it connects
+    (home / "config" / "sqlite_wait.py").write_text('CONNECT_ARGS = {"timeout": 60}\n')
     made = tracelake("generate", "zhejiang", "--out", str(raw), "--hours", "3", "--tasks", "1", "--scale", "0.1",
                      "--start", HOURS[0])
     assert made.returncode == 0, made.stderr[-2000:]
@@ -108,7 +112,7 @@ def test_scheduler_ingests_each_closed_hour_once_in_order_and_a_backfill_commits
         AIRFLOW__CORE__EXECUTOR="LocalExecutor", AIRFLOW__CORE__PARALLELISM="2",
         AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/",
         AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}", AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(32),
-        AIRFLOW__API__SECRET_KEY=secrets.token_hex(32),
+        AIRFLOW__API__SECRET_KEY=secrets.token_hex(32), AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS="sqlite_wait.CONNECT_ARGS",
         AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5", AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
         AIRFLOW_VAR_TRACELAKE_RAW_ZHEJIANG=str(raw), AIRFLOW_VAR_TRACELAKE_LAKE=str(lake),
         TRACELAKE_ZJ_FIRST_HOUR=HOURS[0], TRACELAKE_ZJ_LAST_HOUR="2024052403",
@@ -116,11 +120,7 @@ def test_scheduler_ingests_each_closed_hour_once_in_order_and_a_backfill_commits
     airflow = str(venv / "bin" / "airflow")
 
     def cli(*args: str) -> str:
-        for _ in range(5):  # SQLite has one writer: a command may meet the scheduler's write and is tried again
-            done = subprocess.run([airflow, *args], capture_output=True, text=True, env=env, timeout=300)
-            if done.returncode == 0 or "database is locked" not in done.stderr:
-                break
-            time.sleep(2)
+        done = subprocess.run([airflow, *args], capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, (args, done.stderr[-2000:])
         return done.stdout
 
