@@ -2,7 +2,7 @@
 pandas notebook on the same CSVs, in one run so the ratios are visible (target: a full hour end
 to end at >= 0.5x DuckDB's plain CSV -> Parquet, peak RSS <= 3 GB). Prints figures; asserts nothing.
 
-    python bench/zj_ports.py [--raw RELEASE_DIR] [--repeat 3]
+    python bench/zj_ports.py [--raw RELEASE_DIR] [--repeat 3] [--spark] [--cluster] [--skip-in-process]
 
 --raw is a release folder holding trafficinfo/<hour>/<switch>/<port>.csv (default: the real
 sample at ../shared/data/zhejiang, 350 files; a full generated hour:
@@ -16,11 +16,15 @@ sample at ../shared/data/zhejiang, 350 files; a full generated hour:
    bronze and silver commits, every derived table) against DuckDB's plain CSV -> Parquet of the
    same files, DuckDB computing the same rates with SQL windows (the fair peer), Polars, and
    pandas as a notebook does it. Each in its own process, from start to exit, with its peak RSS.
+   With --spark, classic Spark + delta-spark joins every round: the CLI on `local[2]`; with
+   --cluster, deploy/spark-submit.sh to a standalone master with 2 one-core workers that the
+   bench starts on 127.0.0.1 and stops by PID (--skip-in-process leaves out part 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -209,13 +213,19 @@ def _pass_floor(spark, raw: Path, work: Path, repeat: int) -> list[tuple[float, 
     return runs
 
 
-def _cli_ingest(release: Path, lake: Path) -> tuple[float, float, float]:
+SPARK_LOCAL = ("--profile", "spark", "--conf", "master=local[2]")
+
+
+def _cli_ingest(release: Path, lake: Path, flags: tuple[str, ...] = (), command: list[str] | None = None,
+                env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """(wall, CPU s, peak RSS GB) of `tracelake ingest zhejiang` as a user runs it: process start
-    to exit (imports, engine start, plan, parse, gate, Delta, rates, correlation)."""
+    to exit (imports, engine start, plan, parse, gate, Delta, rates, correlation); `flags` pick
+    the profile, `command` replaces the CLI (spark-submit to a cluster)."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "tracelake", "ingest", "zhejiang", "--raw", str(release),
-                                "--lake", str(lake)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "RUST_LOG": "error"})
+    argv = command or [sys.executable, "-m", "tracelake", "ingest", "zhejiang", "--raw", str(release),
+                       "--lake", str(lake), *flags]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "RUST_LOG": "error", **(env or {})})
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     if status != 0:
@@ -237,7 +247,31 @@ def _process(script: str, files: list[str], out: Path) -> tuple[float, float, in
     return wall, cpu, rows, rss / 1024 / 1024
 
 
-def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
+@contextlib.contextmanager
+def _spark_runs(release: Path, work: Path, spark: bool, cluster: bool):
+    """The classic Spark rows (delta-spark): the CLI on `local[2]`, and deploy/spark-submit.sh to a
+    standalone master with 2 one-core workers on 127.0.0.1 (tests/deploy/standalone.py), each a
+    function of the round that returns (wall, CPU, peak RSS)."""
+    runs = {}
+    if spark:
+        runs["tracelake --profile spark (local[2])"] = lambda i: _cli_ingest(release, work / f"spark-lake-{i}",
+                                                                             SPARK_LOCAL)
+    if not cluster:
+        yield runs
+        return
+    sys.path.insert(0, str(REPO / "tests" / "deploy"))
+    from standalone import standalone_cluster
+
+    with standalone_cluster(work / "cluster", workers=2, cores=1, memory="3g") as live:
+        submit = ["bash", str(REPO / "deploy" / "spark-submit.sh"), "zhejiang", str(release)]
+        env = {**live.env, "SPARK_MASTER": live.master, "PYSPARK_PYTHON": sys.executable}
+        runs["spark-submit, standalone (2 workers x 1 core)"] = lambda i: _cli_ingest(
+            release, work, command=[*submit, str(work / f"cluster-lake-{i}")], env=env)
+        yield runs
+
+
+def _alternated(raw: Path, files: list[str], work: Path, repeat: int, spark: bool = False,
+                cluster: bool = False) -> None:
     """The CLI and every peer, one after another in each round, `repeat` rounds. The CLI and
     DuckDB's plain conversion (the target's pair) swap places every other round, so each of them
     starts right after the last round's pandas notebook (5 GB) as often as the other: a fixed order
@@ -247,13 +281,23 @@ def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
              "polars CSV -> Parquet": POLARS, "pandas notebook CSV -> Parquet": PANDAS}
     results: dict[str, list[tuple[float, float, float]]] = {"tracelake": []}
     rows: dict[str, int] = {}
+    with _spark_runs(release, work, spark, cluster) as engines:
+        _rounds(release, files, work, repeat, peers, engines, results, rows)
+    _report(results, rows)
+
+
+def _rounds(release, files, work, repeat, peers, engines, results, rows) -> None:
     for i in range(repeat):
-        order = ["tracelake", *peers]
+        order = ["tracelake", *peers, *engines]
         if i % 2:
             order[:2] = order[1::-1]
         for name in order:
             if name == "tracelake":
                 results["tracelake"].append(_cli_ingest(release, work / f"cli-lake-{i}"))
+                continue
+            if name in engines:
+                results.setdefault(name, []).append(engines[name](i))
+                rows[name] = rows.get("duckdb CSV -> Parquet", 0)
                 continue
             script = peers[name]
             try:
@@ -263,6 +307,9 @@ def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
                 continue
             results.setdefault(name, []).append((wall, cpu, rss))
             rows[name] = n
+
+
+def _report(results, rows) -> None:
     ours = results.pop("tracelake")
     wall = statistics.median(w for w, _, _ in ours)
     cpu = statistics.median(c for _, c, _ in ours)
@@ -275,6 +322,10 @@ def _alternated(raw: Path, files: list[str], work: Path, repeat: int) -> None:
         print(f"{name}: {rows[name]:,} rows, median {statistics.median(w for w, _, _ in runs):.2f} s wall "
               f"({statistics.median(c for _, c, _ in runs):.2f} s CPU), peak RSS {max(r for _, _, r in runs):.2f} GB")
         print(f"    its wall / tracelake's: {wall_ratio:.3f}x (CPU {cpu_ratio:.3f}x), paired run by run")
+        plain = results.get("duckdb CSV -> Parquet")
+        if name.startswith(("tracelake --profile", "spark-submit")) and plain:
+            ratio = statistics.median(duck[0] / theirs[0] for duck, theirs in zip(plain, runs))
+            print(f"    DuckDB's plain conversion wall / its wall: {ratio:.3f}x, paired run by run")
 
 
 def _line(label: str, runs: list[tuple[float, float]], rows: int, extra: str = "") -> float:
@@ -285,10 +336,27 @@ def _line(label: str, runs: list[tuple[float, float]], rows: int, extra: str = "
     return rows / wall
 
 
+def _in_process(raw: Path, work: Path) -> None:
+    ours, rows, phases, plain, floor = _tracelake(_release(raw, work), work, 1)
+    peak = peak_rss_mb()  # the engine is stopped by now
+    ours_rate = _line("tracelake ingest in process (warm engine: parse, gate, Delta, silver rates)", ours, rows,
+                      f", peak RSS {peak:,.0f} MB (this process or its engine, the larger; CPU: this process alone)")
+    for name, (wall, cpu) in sorted(phases.items(), key=lambda kv: -kv[1][0]):
+        print(f"    {name:40s} {wall:6.2f} s wall {cpu:6.2f} s CPU")
+    plain_rate = _line("engine's plain CSV -> Parquet (no checks, lineage, gate, Delta, rates)", plain, rows)
+    floor_rate = _line("tracelake's one pass -> Parquet (read, check, type, rate; no gate, Delta)", floor, rows)
+    print(f"    in process, tracelake / plain: {ours_rate / plain_rate:.3f}x; tracelake / one pass: "
+          f"{ours_rate / floor_rate:.3f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--raw", default=str(REPO.parent / "shared" / "data" / "zhejiang"))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--spark", action="store_true", help="also classic Spark + delta-spark on local[2]")
+    parser.add_argument("--cluster", action="store_true",
+                        help="also spark-submit to a standalone cluster of 2 workers started on 127.0.0.1")
+    parser.add_argument("--skip-in-process", action="store_true", help="only the alternated end-to-end runs")
     args = parser.parse_args()
     raw = Path(args.raw)
     if not (raw / "trafficinfo").is_dir():
@@ -299,17 +367,9 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="tracelake-bench-zj-") as tmp:
         work = Path(tmp)
-        ours, rows, phases, plain, floor = _tracelake(_release(raw, work), work, 1)
-        peak = peak_rss_mb()  # the engine is stopped by now
-        ours_rate = _line("tracelake ingest in process (warm engine: parse, gate, Delta, silver rates)", ours, rows,
-                          f", peak RSS {peak:,.0f} MB (this process or its engine, the larger; CPU: this process alone)")
-        for name, (wall, cpu) in sorted(phases.items(), key=lambda kv: -kv[1][0]):
-            print(f"    {name:40s} {wall:6.2f} s wall {cpu:6.2f} s CPU")
-        plain_rate = _line("engine's plain CSV -> Parquet (no checks, lineage, gate, Delta, rates)", plain, rows)
-        floor_rate = _line("tracelake's one pass -> Parquet (read, check, type, rate; no gate, Delta)", floor, rows)
-        print(f"    in process, tracelake / plain: {ours_rate / plain_rate:.3f}x; tracelake / one pass: "
-              f"{ours_rate / floor_rate:.3f}x")
-        _alternated(raw, files, work, args.repeat)
+        if not args.skip_in_process:
+            _in_process(raw, work)
+        _alternated(raw, files, work, args.repeat, args.spark, args.cluster)
 
 
 if __name__ == "__main__":

@@ -108,3 +108,26 @@ def test_bad_input_fails_the_task_without_retry(airflow, tmp_path):
     log = done.stdout + done.stderr
     assert "AirflowFailException" in log and "bad input or configuration" in log, log[-3000:]
     assert "state=failed" in log
+
+
+def test_zhejiang_hour_through_spark_submit_on_a_standalone_cluster(airflow, tmp_path):
+    """The DAG's spark-submit variant: the same hour, through deploy/spark-submit.sh with
+    delta-spark against a standalone master (one worker), equals the CLI's ingest of it."""
+    from deploykit import REPO, fingerprint
+    from standalone import standalone_cluster
+
+    raw, lake, local = tmp_path / "zj", tmp_path / "lake", tmp_path / "local"
+    _tracelake("generate", "zhejiang", "--out", str(raw), "--hours", "2", "--tasks", "1", "--scale", "0.1")
+    _tracelake("ingest", "zhejiang", "--raw", str(raw), "--lake", str(local), "--hours", "2024052401")
+    with standalone_cluster(tmp_path / "cluster", workers=1) as cluster:
+        done = airflow("dags", "test", "tracelake_zhejiang_hourly", "2024-05-23T18:00:00+00:00", timeout=900,
+                       env={**cluster.env, "AIRFLOW_VAR_TRACELAKE_RAW_ZHEJIANG": str(raw),
+                            "AIRFLOW_VAR_TRACELAKE_LAKE": str(lake), "AIRFLOW_VAR_TRACELAKE_SPARK_MASTER": cluster.master,
+                            "AIRFLOW_VAR_TRACELAKE_SPARK_SUBMIT": str(REPO / "deploy" / "spark-submit.sh")})
+    log = done.stdout + done.stderr
+    assert done.returncode == 0 and "state=success" in log, log[-3000:]
+    assert "spark-submit.sh zhejiang" in log  # the command line the task log starts with
+    names = ["bronze.zj_port_counters", "silver.zj_port_rates"]
+    got, expected = fingerprint(lake, names), fingerprint(local, names)
+    for name in names:  # row counts, and numeric sums to 1e-9 (engines differ in the last bits)
+        assert got[name][0] == expected[name][0] > 0 and got[name][1] == pytest.approx(expected[name][1], rel=1e-9)

@@ -163,6 +163,7 @@ def test_a_trigger_time_ingests_the_hour_that_closed_at_it(trigger, folder):
 
 def test_hours_as_the_notebook_takes_them():
     assert scheduled_hours("all") is None
+    assert scheduled_hours("none") == "none"
     assert scheduled_hours("2024052400") == "2024052400"
     assert scheduled_hours("2024052400..2024052402") == "2024052400..2024052402"
     for refused, message in [("", "hours is empty"), ("  ", "hours is empty"),

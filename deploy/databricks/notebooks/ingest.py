@@ -10,7 +10,7 @@
 # MAGIC Unity Catalog defines no table there). Deployed by the bundle
 # MAGIC (`deploy/databricks/databricks.yml`) with the tracelake wheel as a job library; re-running
 # MAGIC is safe (idempotent). `hours` (Zhejiang only, required there): `YYYYMMDDHH` or `FROM..TO`
-# MAGIC in China time, `all` for every hour folder, or a trigger time (the hourly job passes
+# MAGIC in China time, `all` for every hour folder, `none` for none, or a trigger time (the hourly job passes
 # MAGIC `{{job.trigger.time.iso_datetime}}`), which ingests the hour that closed at it.
 
 # COMMAND ----------
@@ -19,7 +19,7 @@ dbutils.widgets.text("source", "itp", "source (itp | zeus | acme | zhejiang)")
 dbutils.widgets.text("raw", "", "raw folder")
 dbutils.widgets.text("lake", "", "lake root")
 dbutils.widgets.text("profile", "spark", "engine profile")
-dbutils.widgets.text("hours", "", "zhejiang hours (H, FROM..TO, all, or a trigger time)")
+dbutils.widgets.text("hours", "", "zhejiang hours (H, FROM..TO, all, none, or a trigger time)")
 dbutils.widgets.text("catalog", "", "catalog prefix of SQL names")
 
 source = dbutils.widgets.get("source").strip()

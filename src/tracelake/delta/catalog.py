@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
+from tracelake.delta.protocol import check_protocol
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema
@@ -79,6 +80,7 @@ def register(spark: SparkSession, config: Config, layer: str, table: str) -> Non
     names = _registered.setdefault(spark, _Names())
     if names.tables.get(name) == path:
         return
+    check_protocol(_seen_here(config, layer, table), name)
     database = f"{config.catalog}.{layer}" if config.catalog else layer
     if database not in names.databases:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
@@ -203,8 +205,15 @@ def create_ddl(schema: TableSchema, path: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta{parts}"
 
 
+def _seen_here(config: Config, layer: str, table: str) -> str:
+    """The table's folder as this process sees it (an engine may see the lake at another path)."""
+    return f"{config.lake_root.rstrip('/')}/{layer}/{table}"
+
+
 def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> str:
     path = config.table_path(schema.layer, schema.table)
+    check_protocol(_seen_here(config, schema.layer, schema.table), config.table_name(schema.layer, schema.table),
+                   writing=True)
     if not table_exists(spark, path) and creates_by_ddl(spark, config) is not False:
         try:
             spark.sql(create_ddl(schema, path)).collect()

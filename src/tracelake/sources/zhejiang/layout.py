@@ -155,7 +155,7 @@ def hour_closed_at(trigger: str) -> str:
 
 def scheduled_hours(value: str) -> str | None:
     """`--hours` of a scheduled or hand-started run's `hours` parameter: `all` is every hour
-    folder (None); a trigger time, the hour that closed at it; an hour or a range, as given.
+    folder (None); `none`, no hour folder; a trigger time, the hour that closed at it; an hour or a range, as given.
     Empty is refused: a schedule whose reference came through empty must not re-read every hour."""
     text = value.strip()
     if not text:
@@ -163,6 +163,8 @@ def scheduled_hours(value: str) -> str | None:
                              "every hour folder, or the trigger time ({{job.trigger.time.iso_datetime}})")
     if text == EVERY_HOUR:
         return None
+    if text == NO_HOURS:  # the workbook and task logs alone, beside an hourly job
+        return text
     if HOUR_DIR.fullmatch(text.partition("..")[0].strip()):
         parse_hours(text)  # a bad hour or range stops here, before any engine work
         return text

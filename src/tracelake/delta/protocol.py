@@ -1,0 +1,104 @@
+"""The Delta protocol a table asks of whoever reads or writes it, read from its log before an
+engine opens it. A table that a newer Delta wrote (a protocol version or a table feature this
+release does not know) stops with the table and the feature named; the engines say less (Sail:
+`unsupported reader features: [Unknown]`) or fail deeper, mid-command."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from tracelake.errors import TracelakeError
+from tracelake.io import objectstore
+
+MAX_READER, MAX_WRITER = 3, 7
+# the table features of the Delta protocol (PROTOCOL.md) up to delta-spark 4.4 / delta-rs 1.x
+READER_FEATURES = frozenset({
+    "columnMapping", "deletionVectors", "timestampNtz", "typeWidening", "typeWidening-preview", "v2Checkpoint",
+    "vacuumProtocolCheck", "variantType", "variantType-preview", "variantShredding-preview",
+})
+WRITER_FEATURES = READER_FEATURES | {
+    "appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns",
+    "rowTracking", "domainMetadata", "icebergCompatV1", "icebergCompatV2", "icebergCompatV3", "clustering",
+    "inCommitTimestamp", "allowColumnDefaults", "collations-preview", "checkpointProtection",
+}
+_COMMIT = re.compile(r"(\d{20})\.json")
+_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.[^/]+)?\.parquet")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    reader: int
+    writer: int
+    reader_features: tuple[str, ...] = ()
+    writer_features: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, action: dict) -> Protocol:
+        return cls(int(action["minReaderVersion"]), int(action["minWriterVersion"]),
+                   tuple(action.get("readerFeatures") or ()), tuple(action.get("writerFeatures") or ()))
+
+
+def _read(url: str) -> bytes | None:
+    if "://" in url:
+        return objectstore.read_object(url)
+    try:
+        with open(url, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _names(log: str) -> list[str]:
+    if "://" in log:
+        return [rel for rel, _ in objectstore.list_files(log) if "/" not in rel]
+    return os.listdir(log) if os.path.isdir(log) else []
+
+
+def table_protocol(path: str) -> Protocol | None:
+    """The table's current protocol: the newest commit that set one, else the newest checkpoint's.
+    Only the commits since that checkpoint are read, so the cost does not grow with the table."""
+    log = f"{path.rstrip('/')}/_delta_log"
+    names = _names(log)
+    checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT.fullmatch(n)))
+    since = checkpoints[-1][0] if checkpoints else -1
+    for version in sorted((int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))), reverse=True):
+        if version <= since:
+            break
+        text = _read(f"{log}/{version:020d}.json") or b""
+        for line in text.decode("utf-8", "replace").splitlines():
+            if '"protocol"' in line and (action := json.loads(line).get("protocol")):
+                return Protocol.of(action)
+    if "://" in log:  # a store's checkpoint is left to the engine: the commits since it said nothing
+        return None
+    for _, name in (c for c in checkpoints if c[0] == since):  # a checkpoint in parts: one holds it
+        rows = pq.read_table(f"{log}/{name}", columns=["protocol"]).column("protocol").to_pylist()
+        for row in rows:
+            if row and row.get("minReaderVersion") is not None:
+                return Protocol.of(row)
+    return None
+
+
+def check_protocol(path: str, name: str, writing: bool = False) -> None:
+    """Exit 2 naming the table and what it needs when this release of tracelake cannot read it
+    (or, `writing`, write it)."""
+    proto = table_protocol(path)
+    if proto is None:
+        return
+    unknown = [f for f in proto.reader_features if f not in READER_FEATURES]
+    if writing:
+        unknown += [f for f in proto.writer_features if f not in WRITER_FEATURES and f not in unknown]
+    if unknown:
+        raise TracelakeError(
+            f"{name}: its Delta protocol needs the table feature{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(f) for f in unknown)} (reader {proto.reader}, writer {proto.writer}), which this "
+            f"release of tracelake cannot {'write' if writing else 'read'}: a newer Delta wrote it")
+    if proto.reader > MAX_READER or (writing and proto.writer > MAX_WRITER):
+        raise TracelakeError(
+            f"{name}: its Delta protocol is reader {proto.reader}, writer {proto.writer}; this release of "
+            f"tracelake {'writes' if writing else 'reads'} up to reader {MAX_READER}, writer {MAX_WRITER}: "
+            "a newer Delta wrote it")
