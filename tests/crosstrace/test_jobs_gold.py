@@ -165,6 +165,7 @@ def _ts(text):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_unify_jobs_recomputes_run_time_and_tolerates_missing_inputs(spark):
     assert unify_jobs(None, None, None) is None
     acme = _bronze_frame(spark, "bronze.acme_jobs", [
@@ -197,6 +198,7 @@ def _silver(spark, rows):
 
 
 @pytest.mark.portable
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_characterization_on_hand_made_jobs(spark):
     jobs = _silver(spark, [
         ("acme", "s", "1", 100.0, 0.0, 8, 800 / 3600, "Eval", "COMPLETED"),

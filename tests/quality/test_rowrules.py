@@ -91,7 +91,7 @@ def _numbered(expectations, severity="warning"):
 
 
 @pytest.mark.portable
-@pytest.mark.parametrize("rows", [ROWS, []], ids=["sample", "empty"])
+@pytest.mark.parametrize("rows", [pytest.param(ROWS, marks=pytest.mark.slow_on_classic), []], ids=["sample", "empty"])
 def test_the_gate_reports_what_gx_reports(spark, rows):
     """Every outcome the gate records (ops.quality_results), for every supported type, with
     mostly, row conditions, ignore_row_if and nulls, equals GX's SUMMARY validation; kwargs_json

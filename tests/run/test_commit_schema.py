@@ -1,7 +1,8 @@
 """A whole overwrite writes the schema file's nullability into the Delta log, whatever the
 engine infers for the frame (a sum, an outer join's columns, booleans), and a null in a NOT NULL
 column fails the write with the column named, leaving the table as it was. A replacement of
-files' rows answers whether it committed."""
+files' rows answers whether it committed. Every write mode on a few rows, each repeat a no-op:
+the spark profile's quick Delta I/O set in `bash dev test` (the whole ingests run in e2e)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from tracelake.delta import commit as lake
+from tracelake.delta.maintenance import history, optimize
 from tracelake.schema import parse_schema
 
 SCHEMA = parse_schema({
@@ -28,6 +30,7 @@ SCHEMA = parse_schema({
         {"name": "note", "type": "string", "nullable": True, "description": "-"},
     ],
 }, "test")
+pytestmark = pytest.mark.delta_io
 
 
 def _rows(spark, missing_total: bool = False):
@@ -99,3 +102,48 @@ def test_replacing_a_files_rows_says_whether_it_committed(spark, config):
     assert put([("x", 5, "a.csv")], ["a.csv"]) is True
     assert DeltaTable(path).version() == version + 1
     assert stored() == [("x", 5, "a.csv"), ("z", 3, "b.csv")]
+
+
+KEYED = parse_schema({
+    "table": "keyed", "layer": "bronze", "description": "test", "partition_by": ["part"], "keys": ["k"],
+    "columns": [
+        {"name": "part", "type": "string", "nullable": False, "description": "-"},
+        {"name": "k", "type": "string", "nullable": False, "description": "-"},
+        {"name": "v", "type": "bigint", "nullable": True, "description": "-"},
+    ],
+}, "test")
+
+
+def test_every_write_mode_commits_once_and_its_repeat_commits_nothing(engine, spark, config):
+    """MergeByKey (an update, an insert, a file's lost row deleted), ReplacePartitions, Append,
+    then OPTIMIZE, history and time travel, on the session's engine (delta-spark on `spark`)."""
+    path = config.table_path("bronze", "keyed")
+
+    def frame(data):
+        return spark.createDataFrame(data, "part string, k string, v bigint, source_file string").select(
+            "*", F.lit("run").alias("ingest_run_id"), F.lit(datetime(2024, 5, 24)).alias("ingest_ts"))
+
+    def stored(version=None):
+        reader = spark.read.format("delta")
+        table = (reader.option("versionAsOf", version) if version is not None else reader).load(path)
+        return sorted(tuple(r) for r in table.select("part", "k", "v", "source_file").collect())
+
+    first = [("p1", "a", 1, "f1"), ("p1", "b", 2, "f1"), ("p2", "c", 3, "f2")]
+    assert lake.commit(spark, config, KEYED, frame(first), lake.MergeByKey(["f1", "f2"]))
+    merged = DeltaTable(path).version()
+    lake.commit(spark, config, KEYED, frame(first), lake.MergeByKey(["f1", "f2"]))
+    assert DeltaTable(path).version() == merged  # the same rows again: no commit
+    lake.commit(spark, config, KEYED, frame([("p1", "a", 10, "f1"), ("p1", "d", 4, "f1")]), lake.MergeByKey(["f1"]))
+    assert stored() == [("p1", "a", 10, "f1"), ("p1", "d", 4, "f1"), ("p2", "c", 3, "f2")]
+    assert DeltaTable(path).version() == merged + 1
+    compare = ["part", "k", "v", "source_file"]
+    lake.commit(spark, config, KEYED, frame([("p2", "e", 5, "f3")]), lake.ReplacePartitions([("p2",)], compare=compare))
+    replaced = DeltaTable(path).version()
+    lake.commit(spark, config, KEYED, frame([("p2", "e", 5, "f3")]), lake.ReplacePartitions([("p2",)], compare=compare))
+    assert DeltaTable(path).version() == replaced == merged + 2
+    lake.commit(spark, config, KEYED, frame([("p3", "f", 6, "f4")]), lake.Append())
+    assert stored() == [("p1", "a", 10, "f1"), ("p1", "d", 4, "f1"), ("p2", "e", 5, "f3"), ("p3", "f", 6, "f4")]
+    optimize(engine, path)
+    assert history(engine, path, 1)[0].operation == "OPTIMIZE"
+    assert stored(merged) == sorted(first)  # time travel to the first merge
+    assert stored() == [("p1", "a", 10, "f1"), ("p1", "d", 4, "f1"), ("p2", "e", 5, "f3"), ("p3", "f", 6, "f4")]

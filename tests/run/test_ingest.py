@@ -82,6 +82,7 @@ def test_raw_rows_equal_kept_plus_quarantined_in_the_tables(engine, spark, confi
     assert (gpu.element_count, gpu.unexpected_count, gpu.severity) == (6, 1, "quarantine")
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_rerun_is_a_no_op_and_a_changed_file_changes_only_its_rows(engine, spark, config, tmp_path):
     raw = _raw(tmp_path, [f"{job_id(6)},600,700,8", f"{job_id(7)},700,800,2"])
     run_ingest(engine, config, "itp", raw)

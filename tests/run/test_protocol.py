@@ -53,6 +53,7 @@ def _cli(engine, lake: Path, *args: str):
     return tracelake_in_process(engine, *args, "--lake", str(lake))
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_a_reader_feature_of_a_newer_delta_stops_reads_and_writes_naming_table_and_feature(engine, lake, tmp_path):
     _raise_protocol(lake / "bronze" / "itp_jobs", ["fancyNewFeature"], ["fancyNewFeature"])
     message = ("tracelake: error: bronze.itp_jobs: its Delta protocol needs the table feature 'fancyNewFeature' "
@@ -64,6 +65,7 @@ def test_a_reader_feature_of_a_newer_delta_stops_reads_and_writes_naming_table_a
     assert (done.returncode, done.stderr.strip().splitlines()[-1]) == (2, message.format("write"))
 
 
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_a_newer_writer_feature_leaves_reads_and_stops_writes(engine, lake, tmp_path):
     _raise_protocol(lake / "bronze" / "itp_jobs", [], ["futureWriterThing"])
     done = _cli(engine, lake, "query", "SELECT count(*) AS n FROM bronze.itp_jobs")

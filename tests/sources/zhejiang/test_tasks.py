@@ -426,8 +426,8 @@ def _restart_rows(restarts):
 @pytest.mark.portable
 @pytest.mark.parametrize("style, start_logged, first_after, pause", [
     ("hf", False, None, 210.0),   # no training start logged after the restart: step 4's start unknown
-    ("hf", True, 10.0, 200.0),    # `***** Running training *****` at 00:04:40
-    ("megatron", False, 10.0, 200.0),  # Megatron logs each step's own elapsed time
+    pytest.param("hf", True, 10.0, 200.0, marks=pytest.mark.slow_on_classic),  # `***** Running training *****` at 00:04:40
+    pytest.param("megatron", False, 10.0, 200.0, marks=pytest.mark.slow_on_classic),  # each step's own elapsed time
 ])
 def test_a_restarted_run_gives_positive_steps_and_a_restart_event(spark, tmp_path, style, start_logged, first_after, pause):
     events = _restarted_events(spark, tmp_path, style, start_logged)
