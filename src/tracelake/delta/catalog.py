@@ -77,10 +77,10 @@ def check_uc_location(lake_root: str) -> None:
 def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
     """Make `layer.table` resolve to the Delta path in this session's catalog."""
     name, path = config.table_name(layer, table), config.table_path(layer, table)
+    check_protocol(_seen_here(config, layer, table), name)  # each time: another writer may have raised it
     names = _registered.setdefault(spark, _Names())
     if names.tables.get(name) == path:
         return
-    check_protocol(_seen_here(config, layer, table), name)
     database = f"{config.catalog}.{layer}" if config.catalog else layer
     if database not in names.databases:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
@@ -133,6 +133,13 @@ def _listed_tables(root: str) -> list[tuple[str, str]]:
                 continue
             found.append((layer, table))
     return found
+
+
+def check_writable(config: Config) -> None:
+    """Before a run reads or writes anything: every lake table's protocol is one this release
+    writes (a run reads stored rows of its tables, and rebuilds tables across sources)."""
+    for layer, table in list_lake_tables(config):
+        check_protocol(_seen_here(config, layer, table), config.table_name(layer, table), writing=True)
 
 
 def register_all(spark: SparkSession, config: Config) -> list[str]:
