@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from helpers import itp_csv, job_id, rows, tracelake, tracelake_in_process, write_archive
 
 SERVED = "tracelake: using the engine `tracelake serve` runs for this lake (pid {pid})"
@@ -39,6 +40,7 @@ def _lake(engine, tmp_path):
 QUERY = "SELECT count(*) AS n, sum(num_gpu) AS gpus FROM bronze.itp_jobs"
 
 
+@pytest.mark.e2e  # a quarter of a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 def test_a_query_uses_the_served_engine_and_falls_back_once_it_is_killed(engine, tmp_path):
     lake = _lake(engine, tmp_path)
     process, record = _serve(lake)

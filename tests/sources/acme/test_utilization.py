@@ -263,7 +263,8 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month, tmp_path_
 
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
-@pytest.mark.parametrize("inline_keys", [unpivot.MAX_INLINE_KEYS, 0], ids=["in-list", "joined-keys"])
+@pytest.mark.parametrize("inline_keys", [unpivot.MAX_INLINE_KEYS, pytest.param(0, marks=pytest.mark.e2e)],
+                         ids=["in-list", "joined-keys"])
 def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month, tmp_path, tmp_path_factory,
                                                                    monkeypatch, inline_keys):
     """A large input is exploded one group of files at a time and its duplicates ranked in parts

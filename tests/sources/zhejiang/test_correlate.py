@@ -420,6 +420,7 @@ def real(engine, tmp_path_factory):
     return {s.table: s for s in run_ingest(engine, config, "zhejiang", str(root / "raw"))}, config
 
 
+@pytest.mark.e2e  # a quarter of a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 def test_real_task_and_traffic_hour_do_not_overlap(spark, real):
     stats, config = real
     paths, gold, summary, rates = read_tables(

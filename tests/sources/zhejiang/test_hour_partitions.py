@@ -64,6 +64,7 @@ def _by_hour(frame) -> dict[str, list]:
     return {h: sorted(r) for h, r in grouped.items()}
 
 
+@pytest.mark.e2e  # a quarter of a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.delta_io
 @pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
 def test_reingesting_an_hour_replaces_exactly_that_hour(engine, spark, config, tmp_path):

@@ -206,6 +206,7 @@ def test_generated_hours_round_trip_to_the_generators_instants(spark, cluster, t
         assert ",2024/5/24 下午12:00:00," in flow_text and ",2024/5/24 下午12:00:04," in link_text
 
 
+@pytest.mark.e2e  # a quarter of a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 def test_xlsx_hour_reads_like_the_csv_hour(spark, cluster, tmp_path):
