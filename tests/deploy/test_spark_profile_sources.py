@@ -2,7 +2,8 @@
 (classic Spark with delta-spark, `local[2]`) by the CLI as a user runs it, equals the local
 profile's ingest table for table, row for row: the real Zeus CSVs, generated AcmeTrace jobs and
 utilization, and a generated Zhejiang hour after another hour (the second hour's rates carried
-from the first)."""
+from the first). Aggregates are exact where engines could differ: an approximate percentile is
+each engine's own approximation (Spark's and Sail's p90 of one task differed by 0.16 %)."""
 
 from __future__ import annotations
 
@@ -46,11 +47,13 @@ def test_a_source_on_spark_equals_the_local_ingest(source, tmp_path):
 
 
 def test_a_zhejiang_hour_after_an_hour_on_spark_equals_the_local_ingest(tmp_path):
+    """Two hourly runs, as a scheduler makes them: the second hour's first rates come from the
+    state the first run stored. The workbook and task logs (and what is derived from them) are
+    the standalone-cluster test's, on the real sample."""
     raw = tmp_path / "zj"
-    made = tracelake("generate", "zhejiang", "--out", str(raw), "--hours", "2", "--tasks", "1", "--scale", "0.1")
+    made = tracelake("generate", "zhejiang", "--out", str(raw), "--hours", "2", "--tasks", "1", "--scale", "0.05")
     assert made.returncode == 0, made.stderr[-2000:]
     for lake, spark in ((tmp_path / "local", False), (tmp_path / "spark", True)):
-        _ingest(lake, "zhejiang", "--raw", str(raw), "--hours", "none", spark=spark)
-        for hour in ("2024052400", "2024052401"):  # the second hour's first rates come from the first's state
+        for hour in ("2024052400", "2024052401"):
             _ingest(lake, "zhejiang", "--raw", str(raw), "--hours", hour, spark=spark)
     _same_lakes(tmp_path / "local", tmp_path / "spark", by_fingerprint=PORTS)

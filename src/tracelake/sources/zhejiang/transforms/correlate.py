@@ -265,7 +265,7 @@ def _flow_pairs(iterations: DataFrame, task_flows: DataFrame, rules: Rules) -> D
 def flows_per_iteration(pairs: DataFrame) -> DataFrame:
     """Per iteration: RTT p99, NAKs and NIC IPs seen in the task's flows overlapping it."""
     return pairs.groupBy("task_id", "iteration").agg(
-        F.percentile_approx("rtt_ns", 0.99).cast("bigint").alias("flow_rtt_p99_ns"),
+        F.percentile("rtt_ns", 0.99).cast("bigint").alias("flow_rtt_p99_ns"),
         F.sum("nak_pkts").cast("bigint").alias("flow_nak_pkts"),
         F.size(F.array_distinct(F.flatten(F.collect_list(F.array("source_ip", "dest_ip"))))).alias("nics_with_flows"),
     )
@@ -610,7 +610,7 @@ def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
         F.count(F.when(F.col("is_slow") & F.col("is_checkpoint"), F.lit(1))).cast("int").alias("slow_checkpoints"),
         F.median("duration_s").alias("median_duration_s"),
         F.median("nic_gbps_median").alias("nic_gbps_median"),
-        F.percentile_approx("nic_gbps_median", 0.9).alias("nic_gbps_p90"),
+        F.percentile("nic_gbps_median", 0.9).alias("nic_gbps_p90"),
     )
     share = F.when(F.col("slow_with_data") > 0, F.col("slow_explained_by_network") / F.col("slow_with_data"))
     counts = gold.filter(blamed).groupBy("task_id", "suspect_switch", "suspect_port").agg(
