@@ -304,6 +304,7 @@ def _pass_and_exact(spark, raw_dir: Path, tmp_path: Path):
     return _staged(spark, fast, tmp_path / "pass", UTIL), _staged(spark, exact, tmp_path / "exact", UTIL)
 
 
+@pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
@@ -317,6 +318,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     assert not list(tmp_path.glob("pass/acme-cells-*"))  # and no file was parsed exactly whole
 
 
+@pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 @pytest.mark.portable
 @pytest.mark.slow_on_classic
 def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month, tmp_path):

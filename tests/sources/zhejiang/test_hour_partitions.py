@@ -118,6 +118,7 @@ def _three_hours_of_rates(engine, spark, config, tmp_path, seed: int) -> tuple[d
     return _by_hour(_table(spark, config, "silver", "zj_port_rates")), rates_path, history(engine, rates_path, 1)[0].version
 
 
+@pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine, spark, config, tmp_path):
     """The next hour's rates depend on an hour only through its opening rows: when they come out
     the same, that hour is not rewritten, and the rates still equal a computation over all hours."""
@@ -147,6 +148,7 @@ def test_a_change_inside_an_hour_leaves_the_next_hours_rates_as_they_were(engine
     assert_same_rows(_table(spark, config, "silver", "zj_port_rates"), whole, ignoreColumnOrder=True)
 
 
+@pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
 def test_a_changed_hour_end_rewrites_both_hours_in_one_commit_from_staged_pieces(
     engine, spark, config, tmp_path, monkeypatch
 ):
