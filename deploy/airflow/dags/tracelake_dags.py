@@ -133,10 +133,8 @@ def ingest_result(stdout: str) -> dict:
     if not lines:
         raise AirflowException("tracelake printed no JSON summary")
     run = json.loads(lines[-1])
-    tables = run["tables"]
-    bronze = [t for t in tables if t["table"].startswith("bronze.")]
-    return {"hours": run["hours"], "read": sum(t["read"] for t in bronze), "kept": sum(t["kept"] for t in bronze),
-            "quarantined": sum(t["quarantined"] for t in bronze), "versions": {t["table"]: t["version"] for t in tables}}
+    return {**{key: run[key] for key in ("hours", "read", "kept", "quarantined")},
+            "versions": {t["table"]: t["version"] for t in run["tables"]}}
 
 
 def ingest(source: str, *flags: str, skip_absent_hour: bool = False) -> dict:

@@ -367,9 +367,9 @@ def _stats_record(engine, config, args: argparse.Namespace, stats) -> dict:
 
     tables = [{"table": s.table, "read": s.rows_read, "kept": s.rows_kept, "quarantined": s.rows_quarantined,
                "repeated": s.rows_repeated, "version": version(s.table)} for s in stats]
+    bronze = [t for t in tables if t["table"].startswith("bronze.")]  # the raw rows: read = kept + quarantined
     return {"source": args.source, "hours": args.hours, "tables": tables,
-            "read": sum(t["read"] for t in tables if t["table"].startswith("bronze.")),
-            "quarantined": sum(t["quarantined"] for t in tables if t["table"].startswith("bronze."))}
+            **{key: sum(t[key] for t in bronze) for key in ("read", "kept", "quarantined")}}
 
 
 def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
