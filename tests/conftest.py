@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import child_environ
 
 from tracelake.config import Config, load_config
 from tracelake.engine import start_engine
@@ -83,4 +84,4 @@ def s3_env(s3_server, monkeypatch):
     """The S3 server's AWS_* variables set in this process too (pyarrow.fs, obstore, deltalake)."""
     for key, value in s3_server.env.items():
         monkeypatch.setenv(key, value)
-    return {**os.environ, **s3_server.env}
+    return {**child_environ(), **s3_server.env}

@@ -35,13 +35,19 @@ def itp_csv(rows: list[str]) -> str:
 
 def tracelake(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: its own process, its own engine."""
-    full_env = {**os.environ, "RUST_LOG": "error", **(env or {})}
+    full_env = {**child_environ(), "RUST_LOG": "error", **(env or {})}
     return subprocess.run([sys.executable, "-m", "tracelake", *args], capture_output=True, text=True,
                           env=full_env, timeout=300)
 
 
 def rows(stdout: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(stdout)))
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment for a child, without pyspark's marks of this process's own
+    Spark Connect session (set once the test run's local engine starts): a child inherits no session."""
+    return {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")}
 
 
 def tracelake_in_process(engine, *args: str, start=None) -> subprocess.CompletedProcess:

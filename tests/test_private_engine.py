@@ -175,3 +175,27 @@ def test_the_proxy_reads_the_host_an_engine_request_names():
     assert private_engine._target("CONNECT [::1]:9000 HTTP/1.1") == ("::1", 9000, True)
     for line in ("GET /bucket/key HTTP/1.1", "CONNECT host HTTP/1.1", "hello", "GET https://x/ HTTP/1.1"):
         assert private_engine._target(line) is None
+
+
+def test_the_engines_session_outlives_sails_idle_limit(monkeypatch):
+    """Sail removes a session after 900 s without a request (its temporary views with it): a
+    shell, notebook or test run idle that long met `session ... is not running`. The child gets
+    Sail's limit in its environment, a year; set to 2 s, the session is gone after 4 s idle,
+    which shows the setting is the one Sail obeys."""
+    import time
+
+    assert private_engine.SESSION_TIMEOUT_S == 365 * 24 * 3600
+    monkeypatch.setattr(private_engine, "SESSION_TIMEOUT_S", 2)
+    server = private_engine.start()
+    try:
+        with open(f"/proc/{server.process.pid}/environ", "rb") as handle:
+            child_env = dict(e.split(b"=", 1) for e in handle.read().split(b"\0") if b"=" in e)
+        assert child_env[private_engine.SESSION_TIMEOUT_KEY.encode()] == b"2"
+        spark = private_engine.session(server)
+        spark.range(3).createOrReplaceTempView("kept")
+        assert spark.sql("SELECT count(*) FROM kept").collect()[0][0] == 3
+        time.sleep(4)
+        with pytest.raises(Exception, match="is not running"):
+            spark.sql("SELECT count(*) FROM kept").collect()
+    finally:
+        server.stop()

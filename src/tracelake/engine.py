@@ -338,7 +338,20 @@ def _no_answer(host: str, port: int, timeout_s: float) -> str | None:
         return "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
 
 
+def _drop_inherited_connect_mode() -> None:
+    """pyspark marks a process that made a Spark Connect session with SPARK_CONNECT_MODE_ENABLED
+    in os.environ, which every child inherits: a child that asks for classic Spark (spark-submit's
+    driver, `--profile spark` started from a process running the local profile) then got
+    CONNECT_URL_NOT_SET. The mark is this process's own only while a Connect session lives here."""
+    connect = sys.modules.get("pyspark.sql.connect.session")
+    if connect is not None and connect.SparkSession.getActiveSession() is not None:
+        return
+    for key in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+        os.environ.pop(key, None)
+
+
 def _start_classic(config: Config) -> Engine:
+    _drop_inherited_connect_mode()
     # Python workers must use this interpreter, or UDFs fail with "No module named pyarrow".
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

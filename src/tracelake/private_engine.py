@@ -47,6 +47,12 @@ SOCKET_NAME = "engine.sock"
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 5.0
 RELAY_CHUNK = 1 << 18
+# Sail removes a session after 900 s without a request (spark.session_timeout_secs), and with it
+# the session's temporary views and settings: a shell, a notebook or a long test run left idle
+# for a quarter of an hour then met "table not found". The child serves only its parent, so the
+# session lives as long as the parent does (a year: under the limit of the timers Sail uses).
+SESSION_TIMEOUT_KEY = "SAIL_SPARK__SESSION_TIMEOUT_SECS"
+SESSION_TIMEOUT_S = 365 * 24 * 3600
 
 
 class Unavailable(Exception):
@@ -321,7 +327,8 @@ def start(egress: bool = False) -> PrivateServer:
     folder = _socket_folder()
     egress_listener = _egress_listener(folder) if egress else None
     package_root = str(Path(__file__).resolve().parents[1])  # where `tracelake` was imported from
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p),
+           SESSION_TIMEOUT_KEY: str(SESSION_TIMEOUT_S)}
     process = subprocess.Popen(
         [sys.executable, "-m", "tracelake.private_engine", str(folder / SOCKET_NAME),
          *([str(folder / EGRESS_NAME)] if egress else [])],

@@ -223,7 +223,7 @@ def _lake_of_a_newer_delta_writer(raw: Path) -> list[list[str]]:
     assert made.returncode == 0, made.stderr[-2000:]
     table = lake / "bronze" / "itp_jobs"
     actions = [{"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "SET TBLPROPERTIES"}},
-               {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["futureWriterThing"]}}]
+               {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "futureWriterThing"]}}]
     version = DeltaTable(str(table)).version() + 1
     (table / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
     more = raw.parent / "more"

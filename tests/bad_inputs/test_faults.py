@@ -267,3 +267,15 @@ def test_a_full_disk_is_exit_2_whoever_writes(tmp_path, tiny_disk):
         "tracelake: error: cannot write or read a file: No space left on device (the engine: ")
     assert python_writes.stderr.splitlines()[-1] == "tracelake: error: cannot write or read a file: No space left on device"
     assert "Traceback" not in engine_writes.stderr + python_writes.stderr
+
+
+def test_classic_spark_starts_in_a_child_of_a_process_on_the_local_profile(tmp_path):
+    """pyspark marks a process holding a Spark Connect session in its environment; a child of
+    one (spark-submit's driver, an Airflow task, `--profile spark` from a notebook on the local
+    profile) inherited the mark and failed with CONNECT_URL_NOT_SET (exit 1)."""
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    env = {**ENV, "SPARK_CONNECT_MODE_ENABLED": "1", "SPARK_LOCAL_REMOTE": "1"}
+    done = subprocess.run([*CLI, "query", "SELECT 6 * 7 AS n", "--profile", "spark", "--conf", "master=local[1]",
+                           "--lake", str(lake)], env=env, capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout) == (0, "n\n42\n"), done.stderr[-2000:]

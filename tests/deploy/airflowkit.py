@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import child_environ
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "deploy" / "airflow" / "dags"
@@ -36,7 +37,7 @@ def airflow_venv() -> Path:
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     """An environment for every Airflow process of one test: its home, SQLite metadata DB and
     our DAGs; tracelake from the project's virtualenv."""
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    env = {**child_environ(), "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW_VAR_TRACELAKE_VENV": str(PROJECT_VENV),
            "RUST_LOG": "error", **extra}
     return env

@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from helpers import child_environ
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 TRACELAKE = [sys.executable, "-m", "tracelake"]
@@ -45,7 +47,7 @@ def sail_server(log: Path, workers: int = 0) -> Iterator[str]:
     """`sail spark server` on a free 127.0.0.1 port; with workers > 0 in local-cluster mode
     (a driver and that many workers in one process). Yields the sc:// URL."""
     port = free_port()
-    env = {**os.environ, "RUST_LOG": os.environ.get("SAIL_TEST_LOG", "info")}
+    env = {**child_environ(), "RUST_LOG": os.environ.get("SAIL_TEST_LOG", "info")}
     if workers:
         env |= {"SAIL_MODE": "local-cluster", "SAIL_CLUSTER__WORKER_INITIAL_COUNT": str(workers)}
     with log.open("wb") as out:
@@ -76,7 +78,7 @@ def wait_listening(proc: subprocess.Popen, port: int, log: Path, name: str, time
 
 
 def run(cmd: list[str], env: dict | None = None, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    full = {**os.environ, "RUST_LOG": "error", **(env or {})}
+    full = {**child_environ(), "RUST_LOG": "error", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, env=full, timeout=timeout, cwd=cwd or REPO)
 
 

@@ -6,10 +6,11 @@ built first and handed over as `spark`, as Databricks hands one to a notebook.""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import child_environ
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "deploy" / "databricks" / "notebooks"
 
@@ -44,6 +45,6 @@ print("DISPLAYED", len(shown))
 
 
 def run_notebook(name: str, widgets: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RUST_LOG": "error"}
+    env = {**child_environ(), "RUST_LOG": "error"}
     return subprocess.run([sys.executable, "-c", RUNNER, str(NOTEBOOKS / name), json.dumps(widgets)],
                           capture_output=True, text=True, env=env, timeout=timeout)

@@ -9,7 +9,6 @@ show in any user's `ps`). pyspark sends a token to `localhost` over gRPC's local
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from deploykit import free_port, stop_process_group, wait_listening
+from helpers import child_environ
 
 from tracelake.deltajars import fetch
 
@@ -38,7 +38,7 @@ def spark_connect_server(base: Path) -> Iterator[str]:
         "spark.sql.catalog.spark_catalog org.apache.spark.sql.delta.catalog.DeltaCatalog\n"
         "spark.databricks.delta.snapshotPartitions 2\n"
         "spark.ui.enabled false\nspark.driver.memory 4g\n")
-    env = {**os.environ, "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = {**child_environ(), "SPARK_CONF_DIR": str(conf), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     jars = ",".join(str(j) for j in fetch())
     log = base / "connect-server.log"
     with log.open("wb") as out:

@@ -9,7 +9,6 @@ kill nothing."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import secrets
 import subprocess
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deploykit import free_port, stop_process_group
+from helpers import child_environ
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
 
@@ -61,7 +61,7 @@ def _wait_for(log: Path, pattern: str, proc: subprocess.Popen, count: int = 1, t
 @contextlib.contextmanager
 def standalone_cluster(base: Path, workers: int = 2, cores: int = 1, memory: str = "2g") -> Iterator[Cluster]:
     base.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SPARK_CONF_DIR": str(_conf_dir(base)), "SPARK_LOCAL_IP": "127.0.0.1",
+    env = {**child_environ(), "SPARK_CONF_DIR": str(_conf_dir(base)), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_LOG_DIR": str(base / "logs"), "SPARK_WORKER_DIR": str(base / "work"),
            "PYSPARK_PYTHON": sys.executable}
     port = free_port()

@@ -17,12 +17,18 @@ from tracelake.delta.protocol import Protocol, table_protocol
 pytestmark = pytest.mark.delta_io
 
 
+# what writer version 2 implies, named: a writer-7 protocol must list every feature the table uses
+# (delta-spark refuses one that leaves out `invariants` with DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH)
+LEGACY_WRITER_FEATURES = ["appendOnly", "invariants"]
+
+
 def _raise_protocol(table: Path, reader: list[str], writer: list[str], reader_version: int = 3) -> None:
     """A commit that sets a newer protocol, as a newer Delta writer would."""
     version = DeltaTable(str(table)).version() + 1
     actions = [{"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "SET TBLPROPERTIES"}},
                {"protocol": {"minReaderVersion": reader_version, "minWriterVersion": 7,
-                             **({"readerFeatures": reader} if reader_version >= 3 else {}), "writerFeatures": writer}}]
+                             **({"readerFeatures": reader} if reader_version >= 3 else {}),
+                             "writerFeatures": [*LEGACY_WRITER_FEATURES, *writer]}}]
     (table / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
 
 
@@ -36,7 +42,8 @@ def test_the_protocol_is_the_newest_commits_or_the_checkpoints(tmp_path):
         commit.unlink()  # only the checkpoint says it now
     assert table_protocol(str(path)) == Protocol(1, 2)
     _raise_protocol(path, ["deletionVectors"], ["deletionVectors", "rowTracking"])
-    assert table_protocol(str(path)) == Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "rowTracking"))
+    assert table_protocol(str(path)) == Protocol(3, 7, ("deletionVectors",),
+                                                 (*LEGACY_WRITER_FEATURES, "deletionVectors", "rowTracking"))
 
 
 @pytest.fixture
