@@ -47,7 +47,9 @@ def rows(stdout: str) -> list[list[str]]:
 def child_environ() -> dict[str, str]:
     """This process's environment for a child, without pyspark's marks of this process's own
     Spark Connect session (set once the test run's local engine starts): a child inherits no session."""
-    return {k: v for k, v in os.environ.items() if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")}
+    from tracelake.engine import CONNECT_MODE_MARKS
+
+    return {k: v for k, v in os.environ.items() if k not in CONNECT_MODE_MARKS}
 
 
 def tracelake_in_process(engine, *args: str, start=None) -> subprocess.CompletedProcess:

@@ -338,6 +338,10 @@ def _no_answer(host: str, port: int, timeout_s: float) -> str | None:
         return "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
 
 
+# what pyspark sets in os.environ for a process's own Spark Connect session
+CONNECT_MODE_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE")
+
+
 def _drop_inherited_connect_mode() -> None:
     """pyspark marks a process that made a Spark Connect session with SPARK_CONNECT_MODE_ENABLED
     in os.environ, which every child inherits: a child that asks for classic Spark (spark-submit's
@@ -346,7 +350,7 @@ def _drop_inherited_connect_mode() -> None:
     connect = sys.modules.get("pyspark.sql.connect.session")
     if connect is not None and connect.SparkSession.getActiveSession() is not None:
         return
-    for key in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE"):
+    for key in CONNECT_MODE_MARKS:
         os.environ.pop(key, None)
 
 

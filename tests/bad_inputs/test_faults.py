@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from corpus import good_itp
 from deltalake import DeltaTable
-from helpers import ITP_HEADER, tracelake, write_archive
+from helpers import ITP_HEADER, child_environ, tracelake, write_archive
 from test_corpus import lake_tables
 
 pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
 
 CLI = [sys.executable, "-m", "tracelake"]
-ENV = {**os.environ, "RUST_LOG": "error"}
+ENV = {**child_environ(), "RUST_LOG": "error"}
 
 
 def _itp_raw(folder: Path, n: int) -> Path:
