@@ -65,6 +65,12 @@ class Column:
     def spark_type(self) -> T.DataType:
         return spark_types()[self.type]
 
+    @property
+    def comment(self) -> str:
+        """The Delta column comment: the description, and the unit where there is one, so that
+        readers outside tracelake (deltalake, Polars, a catalog explorer) see both."""
+        return f"{self.description} [unit: {self.unit}]" if self.unit else self.description
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -104,6 +110,15 @@ class TableSchema:
         return T.StructType(
             [T.StructField(c.name, c.spark_type, c.nullable) for c in self.columns]
         )
+
+    def arrow_schema(self):
+        """The columns as Arrow fields, each with its Delta column comment (`comment` metadata):
+        what a table created by the `deltalake` package stores."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_type
+
+        return pa.schema([pa.field(c.name, to_arrow_type(c.spark_type), c.nullable, metadata={"comment": c.comment})
+                          for c in self.columns])
 
     def ddl(self) -> str:
         return ", ".join(f"`{c.name}` {c.type.upper()}" for c in self.columns)

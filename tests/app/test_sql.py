@@ -56,4 +56,31 @@ def test_sql_dot_commands_need_no_engine(tmp_path):
     done = _sql(tmp_path / "lake", ".help\n.nope\n.quit\n")
     assert done.returncode == 2
     assert done.stdout.splitlines()[1] == ".tables            the lake's tables (layer.table)"
-    assert done.stderr == "tracelake: error: unknown command .nope (.tables, .schema TABLE, .help, .quit)\n"
+    assert done.stderr == ("tracelake: error: unknown command .nope (.tables, .schema TABLE, .mode table|csv|json, "
+                           ".maxrows N, .timer on|off, .help, .quit)\n")
+
+
+def test_a_piped_line_of_several_statements_runs_each_in_order(tmp_path):
+    script = "SELECT 1 AS a, 2 AS a; SELECT 'x;y' AS s; -- a comment; not a statement\n"
+    done = _sql(tmp_path / "lake", script)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == ["a | a", "--+--", "1 | 2", "(1 row)", "s", "---", "x;y", "(1 row)"]
+
+
+def test_mode_maxrows_and_timer_change_how_results_print(tmp_path):
+    script = "\n".join([
+        "SELECT id FROM range(5);",
+        ".maxrows 2",
+        "SELECT id FROM range(5);",
+        ".mode csv",
+        ".timer on",
+        "SELECT id FROM range(3);",
+    ])
+    done = _sql(tmp_path / "lake", script, "--limit", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "id", "--", " 0", " 1", " 2", " 3", "(5 rows, 4 shown (--limit / .maxrows for more))",
+        "id", "--", " 0", " 1", "(5 rows, 2 shown (--limit / .maxrows for more))",
+        "id", "0", "1", "2"]  # CSV is never capped by .maxrows
+    [timed] = done.stderr.splitlines()
+    assert timed.startswith("Run Time: ") and timed.endswith(" s")

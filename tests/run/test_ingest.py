@@ -240,3 +240,25 @@ def test_registering_a_lake_makes_each_layer_once_and_each_table_once(config):
     later = mock.Mock()
     register_all(later, config)
     assert later.sql.call_count == 5
+
+
+@pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
+def test_column_docs_travel_with_the_tables(engine, config, tmp_path):
+    """Readers outside tracelake (here the `deltalake` package) see each column's description and
+    unit as its comment and the table's description, for a merged bronze table and a rebuilt gold one,
+    also after a second run."""
+    from deltalake import DeltaTable
+
+    from tracelake.schema import load_schema
+
+    for _ in range(2):
+        run_ingest(engine, config, "itp", _raw(tmp_path, [f"{job_id(6)},600,700,8"]))
+    for name in ("bronze.itp_jobs", "gold.jobs_gpu_count_cdf", "ops.quality_results"):
+        layer, table = name.split(".")
+        stored = DeltaTable(f"{config.lake_root}/{layer}/{table}")
+        schema = load_schema(name)
+        assert stored.metadata().description == schema.description, name
+        assert {f.name: f.metadata.get("comment") for f in stored.schema().fields} == \
+            {c.name: c.comment for c in schema.columns}, name
+    duration = load_schema("bronze.itp_jobs").column("duration")
+    assert duration.comment == f"{duration.description} [unit: s]"

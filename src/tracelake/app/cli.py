@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tracelake.app import signals
+from tracelake.app.results import TABLE_ROWS
 from tracelake.config import PROFILES
 from tracelake.errors import TracelakeError, printable
 
@@ -52,8 +53,32 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _row_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expects a whole number of rows (0: all), got {text!r}")
+    return int(text)
+
+
+def _result_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("csv", "json", "table"),
+                        help="table (aligned, capped, fitted to the terminal: the default on a terminal), csv (a "
+                             "header, then a line per row: the default when piped) or json (an array of objects)")
+    parser.add_argument("--limit", type=_row_count, metavar="N",
+                        help=f"print at most N rows (0: all); default {TABLE_ROWS} for a table, all for csv and json")
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("tracelake")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="tracelake", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"tracelake {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     from tracelake.run.registry import generator_names, source_names
@@ -69,19 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "its Delta version) for a scheduler to keep")
     _common(p)
 
-    p = sub.add_parser("query", help="run one read-only SQL statement over the lake; prints CSV with a header")
+    p = sub.add_parser("query", help="run one read-only SQL statement over the lake; prints a table, or CSV when piped")
     p.add_argument("sql")
-    p.add_argument("--format", choices=("csv", "json", "table"), default="csv",
-                   help="csv (default: a header, then a line per row), json (an array of objects) or table (aligned)")
+    _result_flags(p)
     _common(p)
 
     p = sub.add_parser("sql", help="interactive read-only SQL prompt over the lake (.tables, .schema T, .quit)")
     p.add_argument("--format", choices=("csv", "json", "table"), default="table", help="how results print (default: table)")
+    p.add_argument("--limit", type=_row_count, default=TABLE_ROWS, metavar="N",
+                   help=f"rows a result shows at most (default {TABLE_ROWS}; 0: all; .maxrows N changes it)")
     p.add_argument("--history", default="~/.tracelake_history",
                    help="readline history file of the prompt (default ~/.tracelake_history; '' for none)")
     _common(p)
 
     p = sub.add_parser("tables", help="list lake tables: rows, Delta version, last operation")
+    p.add_argument("--format", choices=("csv", "json", "table"), help="table on a terminal, csv when piped (default)")
     _common(p)
 
     p = sub.add_parser("maintain", help="Delta maintenance: history, --optimize (compact small files), --vacuum")
@@ -90,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vacuum", action="store_true", help="delete files no version newer than --retain-hours needs")
     p.add_argument("--retain-hours", type=_retain_hours, default=168, metavar="N",
                    help="vacuum keeps files of the last N hours (default 168; below that time travel ends sooner)")
+    p.add_argument("--history", action="store_true", help="print the table's versions (newest first), not a summary")
+    p.add_argument("--format", choices=("csv", "json", "table"), help="table on a terminal, csv when piped (default)")
     _common(p)
 
     p = sub.add_parser("describe", help="print a table's documentation from its schema file")
@@ -372,15 +401,25 @@ def _stats_record(engine, config, args: argparse.Namespace, stats) -> dict:
             **{key: sum(t[key] for t in bronze) for key in ("read", "kept", "quarantined")}}
 
 
-def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    from tracelake.app.statements import write_csv as write
+def _printed(args: argparse.Namespace, result) -> None:
+    """A command's rows in the format asked for, else a table on a terminal and CSV when piped."""
+    from tracelake.app.results import default_format, write_result
 
-    write(columns, rows, out)
+    write_result(result, getattr(args, "format", None) or default_format())
+
+
+def _limit(args: argparse.Namespace) -> int | None:
+    """The rows to fetch: --limit (0: all), else TABLE_ROWS for a table and all for CSV/JSON."""
+    from tracelake.app.results import default_format
+
+    if args.limit is not None:
+        return args.limit or None
+    return TABLE_ROWS if (args.format or default_format()) == "table" else None
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     from tracelake.app.readonly import NotAStatement, check_read_only
-    from tracelake.app.statements import parser_message, run_sql, schema_answer, write_result
+    from tracelake.app.statements import history_answer, parser_message, run_sql, schema_answer
     from tracelake.delta.catalog import register_all
 
     try:
@@ -389,19 +428,19 @@ def cmd_query(args: argparse.Namespace) -> int:
         with _engine(args) as (engine, _config_):
             raise parser_message(engine.spark, exc.word) from None
     if answer := schema_answer(_config(args), args.sql):
-        write_result(answer, args.format)
+        _printed(args, answer)
         return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = run_sql(engine.spark, args.sql)
-    write_result(result, args.format)
+        result = history_answer(engine, config, args.sql) or run_sql(engine.spark, args.sql, _limit(args), config)
+    _printed(args, result)
     return 0
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
     from tracelake.app.shell import run_shell
 
-    return run_shell(lambda: _engine(args), _config(args), args.format, args.history)
+    return run_shell(lambda: _engine(args), _config(args), args.format, args.history, args.limit or None)
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
@@ -416,7 +455,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
             count = engine.spark.table(name).count()
             last = history(engine, config.table_path(layer, table), 1)[0]
             rows.append((name, count, last.version, last.operation))
-    write_csv(("table", "rows", "version", "last_operation"), rows)
+    _printed(args, (("table", "rows", "version", "last_operation"), rows))
     return 0
 
 
@@ -478,6 +517,15 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             if wanted not in tables:
                 raise TracelakeError(f"no table {args.table} in the lake at {config.lake_root}")
             tables = [wanted]
+        if args.history:
+            if len(tables) != 1 or args.optimize or args.vacuum:
+                raise TracelakeError("maintain --history prints one table's versions: name the table, without "
+                                     "--optimize or --vacuum")
+            [(layer, table)] = tables
+            commits = history(engine, config.table_path(layer, table))
+            _printed(args, (("version", "timestamp", "operation"),
+                            [(c.version, _utc(c.timestamp_ms), c.operation) for c in commits]))
+            return 0
         rows = []
         writes = args.optimize or args.vacuum  # then as an ingest does: one writer per lake
         with lake_write_lock(config, on_wait=_tell) if writes else contextlib.nullcontext():
@@ -490,8 +538,14 @@ def cmd_maintain(args: argparse.Namespace) -> int:
                     vacuum(engine, path, args.retain_hours, enforce_retention=args.retain_hours >= 168)
                 last = history(engine, path, 1)[0]
                 rows.append((f"{layer}.{table}", last.version, last.operation, files_before, active_files(engine, path)))
-    write_csv(("table", "version", "last_operation", "files_before", "files_after"), rows)
+    _printed(args, (("table", "version", "last_operation", "files_before", "files_after"), rows))
     return 0
+
+
+def _utc(timestamp_ms: int | None):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(timestamp_ms / 1000, UTC) if timestamp_ms else None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -147,6 +147,22 @@ def _bare(sql: str, lx: Lexer, names: list[str] | None = None) -> str:
     return "".join(parts)
 
 
+def split_statements(text: str) -> list[str]:
+    """`text` cut at each `;` outside Spark's quotes and comments, the pieces stripped, empty
+    ones (or only a comment) left out. Each piece still passes `check_read_only` under every lexer on its own."""
+    pieces, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] == ";":
+            pieces.append(text[start:i])
+            start = i + 1
+            i += 1
+            continue
+        end = _skip(text, i, SPARK) if _STARTS.match(text, i) else None
+        i = end if end is not None else i + 1
+    pieces.append(text[start:])
+    return [p.strip() for p in pieces if _bare(p, SPARK).strip()]
+
+
 def spark_reading(sql: str) -> tuple[str, list[str]]:
     """The statement as Spark reads it: strings and comments blanked, quoted names as `<n>`
     placeholders into the list of names (for matching a statement's shape)."""

@@ -18,6 +18,7 @@ _PART = r"(?:[A-Za-z_]\w*|`\d+`)"
 _NAME = rf"({_PART}(?:\s*\.\s*{_PART}){{0,2}})"
 DESCRIBE = re.compile(rf"\s*DESC(?:RIBE)?\s+(?:TABLE\s+)?(?:EXTENDED\s+|FORMATTED\s+)?{_NAME}\s*;?\s*", re.I)
 SHOW_CREATE = re.compile(rf"\s*SHOW\s+CREATE\s+TABLE\s+{_NAME}\s*;?\s*", re.I)
+HISTORY = re.compile(rf"\s*DESC(?:RIBE)?\s+HISTORY\s+{_NAME}(?:\s+LIMIT\s+(\d+))?\s*;?\s*", re.I)
 SHOW_COLUMNS = re.compile(rf"\s*SHOW\s+COLUMNS\s+(?:IN|FROM)\s+{_NAME}(?:\s+(?:IN|FROM)\s+({_PART}))?\s*;?\s*", re.I)
 
 
@@ -72,3 +73,13 @@ def schema_question(sql: str) -> SchemaQuestion | None:
             parts = [unquote(match.group(2)), *parts[-1:]]
         return SchemaQuestion(".".join(parts), "columns")
     return None
+
+
+def history_question(sql: str) -> tuple[str, int | None] | None:
+    """(table, limit) when `sql` is DESCRIBE HISTORY t [LIMIT n]; else None."""
+    bare, names = spark_reading(sql)
+    match = HISTORY.fullmatch(bare)
+    if not match:
+        return None
+    parts = [names[int(p[1:-1])] if p.startswith("`") else p for p in re.split(r"\s*\.\s*", match.group(1))]
+    return ".".join(parts), int(match.group(2)) if match.group(2) else None

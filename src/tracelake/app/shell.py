@@ -1,7 +1,9 @@
 """`tracelake sql`: an interactive read-only SQL prompt over the lake.
 
-A statement may span lines and ends with `;` (or with the input). Results print as an aligned
-table (or `--format csv|json`). Dot commands: `.tables`, `.schema layer.table`, `.help`, `.quit`.
+A statement may span lines and ends with `;` (or with the input); a line may hold several, run in
+order. Results print as an aligned table (or `--format csv|json`), capped at `--limit` rows. Dot
+commands: `.tables`, `.schema layer.table`, `.mode`, `.maxrows`, `.timer`, `.help`, `.quit`; on a
+terminal, Tab completes table and column names.
 Every statement passes the guard `query` uses (app/readonly.py): a write is refused with the same
 line, and the prompt goes on. On a terminal, lines are edited with readline and kept in a history
 file (`~/.tracelake_history`); with stdin piped, the statements are read without prompts and the
@@ -27,6 +29,9 @@ HELP = """\
 statements end with ; and may span lines; only reads (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, …)
 .tables            the lake's tables (layer.table)
 .schema TABLE      a table's columns: type, nullability, unit, description
+.mode table|csv|json   how results print
+.maxrows N         rows a result shows at most (0: all)
+.timer on|off      print each statement's time
 .help              this text
 .quit              leave (also Ctrl-D)"""
 
@@ -63,9 +68,39 @@ def _lines(interactive: bool, history: str, prompt: list[str]) -> Iterator[str |
                 sys.modules["readline"].write_history_file(history_file)
 
 
+SQL_WORDS = ("SELECT", "FROM", "WHERE", "GROUP BY", "ORDER BY", "HAVING", "LIMIT", "JOIN", "LEFT JOIN", "ON",
+             "USING", "WITH", "AS", "AND", "OR", "NOT", "DISTINCT", "COUNT", "SUM", "AVG", "MIN", "MAX",
+             "DESCRIBE", "DESCRIBE HISTORY", "SHOW", "EXPLAIN", "VERSION AS OF", "UNION ALL", "CASE", "WHEN",
+             "THEN", "ELSE", "END")
+
+
+def completions(config) -> list[str]:
+    """What Tab offers: the lake's tables, their columns (from the schema files), SQL's words,
+    the dot commands."""
+    from tracelake.app.sql_errors import _columns
+    from tracelake.delta.catalog import list_lake_tables
+
+    names: list[str] = []
+    for layer, table in list_lake_tables(config):
+        names.append(config.table_name(layer, table))
+        names.extend(_columns(layer, table))
+    dots = [".tables", ".schema", ".mode", ".maxrows", ".timer", ".help", ".quit"]
+    return sorted(set(names)) + list(SQL_WORDS) + dots
+
+
+def _complete_with(words: list[str]):
+    """A readline completer over `words` (case-insensitive on the word typed so far)."""
+    def complete(text: str, state: int) -> str | None:
+        matches = [w for w in words if w.lower().startswith(text.lower())]
+        return matches[state] if state < len(matches) else None
+
+    return complete
+
+
 class Shell:
-    def __init__(self, open_engine: Callable[[], Any], config, fmt: str) -> None:
-        self.open_engine, self.config, self.fmt = open_engine, config, fmt
+    def __init__(self, open_engine: Callable[[], Any], config, fmt: str, limit: int | None = None) -> None:
+        self.open_engine, self.config, self.fmt, self.limit = open_engine, config, fmt, limit
+        self.timer = False
         self.stack = contextlib.ExitStack()
         self.engine = None
 
@@ -78,15 +113,22 @@ class Shell:
         return self.engine
 
     def statement(self, sql: str) -> None:
-        from tracelake.app.statements import answer, write_result
+        import time
 
-        write_result(answer(self._engine(), self.config, sql), self.fmt)
+        from tracelake.app.results import write_result
+        from tracelake.app.statements import answer
+
+        started = time.monotonic()
+        write_result(answer(self._engine(), self.config, sql, self.limit if self.fmt == "table" else None), self.fmt)
+        if self.timer:
+            print(f"Run Time: {time.monotonic() - started:.3f} s", file=sys.stderr)
 
     def dot(self, line: str) -> bool:
         """A dot command; False for `.quit`."""
-        from tracelake.app.statements import write_result
+        from tracelake.app.results import FORMATS, write_result
 
         word, _, rest = line.strip().partition(" ")
+        rest = rest.strip().rstrip(";").strip()
         if word in (".quit", ".exit", ".q"):
             return False
         if word == ".help":
@@ -96,30 +138,50 @@ class Shell:
 
             for layer, table in list_lake_tables(self.config):
                 print(self.config.table_name(layer, table))
-        elif word == ".schema" and rest.strip():
+        elif word == ".mode" and rest in FORMATS:
+            self.fmt = rest
+        elif word == ".maxrows" and rest.isdigit():
+            self.limit = int(rest) or None
+        elif word == ".timer" and rest in ("on", "off"):
+            self.timer = rest == "on"
+        elif word == ".schema" and rest:
             from tracelake.schema import table_schema
 
-            schema = table_schema(rest.strip().rstrip(";"))
+            schema = table_schema(rest)
             write_result((("column", "type", "nullable", "unit", "description"),
                           [(c.name, c.type, "yes" if c.nullable else "no", c.unit or "", c.description)
                            for c in schema.columns]), self.fmt)
         else:
-            raise TracelakeError(f"unknown command {printable(line.strip())} (.tables, .schema TABLE, .help, .quit)")
+            raise TracelakeError(f"unknown command {printable(line.strip())} (.tables, .schema TABLE, .mode table|csv|json, "
+                                 ".maxrows N, .timer on|off, .help, .quit)")
         return True
 
 
-def run_shell(open_engine: Callable[[], Any], config, fmt: str = "table", history: str = "~/.tracelake_history") -> int:
+def run_shell(open_engine: Callable[[], Any], config, fmt: str = "table", history: str = "~/.tracelake_history",
+              limit: int | None = None) -> int:
     interactive = sys.stdin.isatty()
-    shell = Shell(open_engine, config, fmt)
+    shell = Shell(open_engine, config, fmt, limit)
     failed = False
     if interactive:
         # Ctrl-C interrupts what runs (or the line typed) and the prompt goes on; SIGTERM still ends it
         signal.signal(signal.SIGINT, signal.default_int_handler)
         print(f"tracelake sql over {config.lake_root}: statements end with ;  .help for commands", file=sys.stderr)
+        with contextlib.suppress(ImportError, TracelakeError, OSError):
+            import readline
+
+            readline.set_completer(_complete_with(completions(config)))
+            readline.set_completer_delims(" \t\n,;()=<>+-*/")
+            readline.parse_and_bind("tab: complete")
     buffer: list[str] = []
     prompt = [PROMPT]
 
-    def run(sql: str) -> bool:
+    def run(text: str) -> bool:
+        """Each statement of `text` in order; False when one failed (the rest still run)."""
+        from tracelake.app.readonly import split_statements
+
+        return all([one(sql) for sql in split_statements(text)])
+
+    def one(sql: str) -> bool:
         try:
             shell.statement(sql)
             return True

@@ -1,22 +1,13 @@
-"""One read-only statement over the lake, for `tracelake query` and the `tracelake sql` prompt:
-the guard (app/readonly.py), the schema files' answers (app/schema_sql.py), the engine, and
-its result printed as CSV, JSON or an aligned table.
+"""Read-only statements over the lake, for `tracelake query`, the `tracelake sql` prompt and the
+Python API: the guard (app/readonly.py), the answers of the schema files and the Delta log
+(app/schema_sql.py), the engine, and a mistake explained (app/sql_errors.py). Printing is
+app/results.py's.
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import sys
-from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
-from typing import Any
-
+from tracelake.app.results import Result
 from tracelake.errors import TracelakeError
-
-FORMATS = ("csv", "json", "table")
-Result = tuple[Sequence[str], Sequence[Sequence[Any]]]
 
 
 def schema_answer(config, sql: str) -> Result | None:
@@ -48,19 +39,59 @@ def statement_errors() -> tuple[type[Exception], ...]:
             E.ParseException)
 
 
-def _failed(exc: Exception) -> TracelakeError:
-    text = str(exc).strip() or type(exc).__name__
-    return TracelakeError(f"query failed: {text.splitlines()[0]}")
+def _failed(exc: Exception, sql: str | None = None, config=None) -> TracelakeError:
+    """One line: what is wrong in a SQL user's words when it is a known mistake, the engine's
+    first line kept beside it."""
+    from tracelake.app.sql_errors import explain
+
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    sentence = explain(text, sql, config) if sql is not None else None
+    return TracelakeError(f"query failed: {sentence} [the engine: {text}]" if sentence else f"query failed: {text}")
 
 
-def run_sql(spark, sql: str) -> Result:
-    """The statement's result (column names, rows); its mistakes become one line keeping the
-    engine's words."""
+def _rows(table) -> list[tuple]:
+    """Rows of an Arrow table by position: two columns of one name both stay."""
+    if table.num_columns == 0:
+        return [()] * table.num_rows
+    return list(zip(*(column.to_pylist() for column in table.columns)))
+
+
+def run_sql(spark, sql: str, limit: int | None = None, config=None) -> Result:
+    """The statement's result; with `limit`, at most that many rows are fetched and `total`
+    says how many there were. Its mistakes become one line (app/sql_errors.py)."""
     try:
-        table = spark.sql(sql).toArrow()
+        frame = spark.sql(sql)
+        table = (frame.limit(limit + 1) if limit else frame).toArrow()
+        total = None
+        if limit and table.num_rows > limit:
+            total, table = frame.count(), table.slice(0, limit)
     except statement_errors() as exc:
-        raise _failed(exc) from exc
-    return table.column_names, [tuple(r.values()) for r in table.to_pylist()]
+        raise _failed(exc, sql, config) from exc
+    return Result(table.column_names, _rows(table), total)
+
+
+def history_answer(engine, config, sql: str) -> Result | None:
+    """DESCRIBE HISTORY layer.table [LIMIT n] of a lake table, from its Delta log on every
+    profile (Sail's parser has no such statement); None for any other statement."""
+    from datetime import UTC, datetime
+
+    from tracelake.app.schema_sql import history_question
+    from tracelake.delta.catalog import list_lake_tables
+    from tracelake.delta.maintenance import history
+
+    question = history_question(sql)
+    if question is None:
+        return None
+    name, limit = question
+    for layer, table in list_lake_tables(config):
+        if config.table_name(layer, table) == name:
+            commits = history(engine, config.table_path(layer, table), limit)
+            return Result(("version", "timestamp", "operation"),
+                          [(c.version, datetime.fromtimestamp(c.timestamp_ms / 1000, UTC) if c.timestamp_ms else None,
+                            c.operation) for c in commits])
+    from tracelake.app.sql_errors import explain
+
+    raise TracelakeError(f"query failed: {explain('TABLE_OR_VIEW_NOT_FOUND', f'SELECT * FROM {name}', config)}")
 
 
 def parser_message(spark, word: str) -> TracelakeError:
@@ -73,83 +104,14 @@ def parser_message(spark, word: str) -> TracelakeError:
     return TracelakeError(f"query failed: {word} begins no statement")  # pragma: no cover - no parser takes it
 
 
-def answer(engine, config, sql: str) -> Result:
-    """A checked statement's result: from the schema files when they answer it, else the engine."""
+def answer(engine, config, sql: str, limit: int | None = None) -> Result:
+    """A checked statement's result: from the schema files or the Delta log when they answer
+    it, else the engine (at most `limit` rows fetched)."""
     from tracelake.app.readonly import NotAStatement, check_read_only
 
     try:
         check_read_only(sql)
     except NotAStatement as exc:
         raise parser_message(engine.spark, exc.word) from None
-    return schema_answer(config, sql) or run_sql(engine.spark, sql)
-
-
-# ---------------------------------------------------------------- printing
-
-
-def _text(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, (list, dict, tuple)):
-        return json.dumps(value, default=str)
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
-
-
-def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    writer = csv.writer(out or sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_text(v) for v in row])
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (datetime, date)):
-        return _text(value)
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        return str(value)  # JSON has no NaN or infinity
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json_value(v) for k, v in value.items()}
-    return value
-
-
-def write_json(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    """One JSON array of objects, a row each (a duplicate column name keeps its last value)."""
-    records = [{c: _json_value(v) for c, v in zip(columns, row)} for row in rows]
-    (out or sys.stdout).write(json.dumps(records, ensure_ascii=False, indent=1) + "\n")
-
-
-def _cell(value: Any) -> str:
-    text = str(_text(value))
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
-
-
-def aligned(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """The rows as a text table: a header, a rule, each column as wide as its widest value;
-    numbers to the right. Nothing is cut (a long value makes its column wide)."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(str(c)), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float, Decimal)) and not isinstance(r[i], bool)
-                                  for r in rows if r[i] is not None) for i in range(len(columns))]
-    lines = [" | ".join(str(c).ljust(w) for c, w in zip(columns, widths)).rstrip(),
-             "-+-".join("-" * w for w in widths)]
-    for row in cells:
-        lines.append(" | ".join(v.rjust(w) if num else v.ljust(w)
-                                for v, w, num in zip(row, widths, numeric)).rstrip())
-    lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
-    return lines
-
-
-def write_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    (out or sys.stdout).write("\n".join(aligned(columns, rows)) + "\n")
-
-
-def write_result(result: Result, fmt: str = "csv", out=None) -> None:
-    {"csv": write_csv, "json": write_json, "table": write_table}[fmt](*result, out=out)
+    return (schema_answer(config, sql) or history_answer(engine, config, sql)
+            or run_sql(engine.spark, sql, limit, config))

@@ -206,10 +206,24 @@ def creates_by_ddl(spark: SparkSession, config: Config) -> bool | None:
 
 
 def create_ddl(schema: TableSchema, path: str) -> str:
+    """delta-spark's CREATE TABLE: the schema file's order, NOT NULL, column comments (description
+    and unit) and the table's description as its comment."""
     columns = ", ".join(f"{quote_name(c.name)} {c.spark_type.simpleString().upper()}{'' if c.nullable else ' NOT NULL'}"
-                        for c in schema.columns)
+                        f" COMMENT {sql_str(c.comment)}" for c in schema.columns)
     parts = f" PARTITIONED BY ({', '.join(quote_name(c) for c in schema.partition_by)})" if schema.partition_by else ""
-    return f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta{parts}"
+    return (f"CREATE TABLE IF NOT EXISTS delta.`{path}` ({columns}) USING delta{parts} "
+            f"COMMENT {sql_str(schema.description)}")
+
+
+def _create_with_deltalake(config: Config, schema: TableSchema) -> None:
+    """The local profile's empty table, created by the `deltalake` package: Sail keeps a
+    frame's column metadata only under a key of its own (`SPARK::metadata::json`), so the
+    column comments and the table's description that other readers look for are written here,
+    and Sail's later writes keep them (measured: append, replaceWhere, overwrite, MERGE)."""
+    from deltalake import DeltaTable
+
+    DeltaTable.create(_seen_here(config, schema.layer, schema.table), schema.arrow_schema(), mode="ignore",
+                      partition_by=list(schema.partition_by) or None, description=schema.description)
 
 
 def _seen_here(config: Config, layer: str, table: str) -> str:
@@ -229,6 +243,8 @@ def ensure_table(spark: SparkSession, config: Config, schema: TableSchema) -> st
             if config.profile != "connect":
                 raise
             _by_ddl[spark] = False
+    if not table_exists(spark, path) and config.profile == "local":
+        _create_with_deltalake(config, schema)
     if not table_exists(spark, path):
         empty = spark.createDataFrame([], schema.spark_schema())
         writer = empty.write.format("delta").mode("overwrite")

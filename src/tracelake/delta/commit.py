@@ -317,9 +317,10 @@ def _overwrite(
             return False
     frame = held_not_null(conform(df, schema), schema)  # the new schema is the frame's
     writer = frame.write.format("delta").mode("overwrite")
-    if not table_exists(spark, path) and creates_by_ddl(spark, config) is not False:
-        ensure_table(spark, config, schema)  # by DDL where the engine has it
-    if not creates_by_ddl(spark, config) or not _layout_is(spark, path, schema):
+    local = config.profile == "local"
+    if not table_exists(spark, path) and (local or creates_by_ddl(spark, config) is not False):
+        ensure_table(spark, config, schema)  # by DDL where the engine has it, by deltalake on local: comments kept
+    if not (local or creates_by_ddl(spark, config)) or not _layout_is(spark, config, path, schema):
         # a table of an older layout takes the new one (its columns then nullable on delta-spark)
         writer = writer.option("overwriteSchema", "true")
     if schema.partition_by:
@@ -329,13 +330,19 @@ def _overwrite(
     return True
 
 
-def _layout_is(spark: SparkSession, path: str, schema: TableSchema) -> bool:
+def _layout_is(spark: SparkSession, config: Config, path: str, schema: TableSchema) -> bool:
     """Whether the stored table has the schema file's columns (names, types, nullability, order)
-    and partitioning (delta-spark's DESCRIBE DETAIL)."""
+    and partitioning (delta-spark's DESCRIBE DETAIL; on the local profile, the log as the
+    `deltalake` package reads it: Sail has no DESCRIBE DETAIL)."""
     stored = spark.read.format("delta").load(path).schema
     if [(f.name, f.dataType.simpleString(), f.nullable) for f in stored.fields] != \
             [(c.name, c.spark_type.simpleString(), c.nullable) for c in schema.columns]:
         return False
+    if config.profile == "local":
+        from deltalake import DeltaTable
+
+        seen = f"{config.lake_root.rstrip('/')}/{schema.layer}/{schema.table}"
+        return list(DeltaTable(seen).metadata().partition_columns) == list(schema.partition_by)
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
     return list(detail["partitionColumns"]) == list(schema.partition_by)
 
