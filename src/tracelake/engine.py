@@ -356,6 +356,7 @@ def _drop_inherited_connect_mode() -> None:
 
 def _start_classic(config: Config) -> Engine:
     _drop_inherited_connect_mode()
+    _quiet_query_context_logs()
     # Python workers must use this interpreter, or UDFs fail with "No module named pyarrow".
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -373,6 +374,9 @@ def _start_classic(config: Config) -> Engine:
         if master:
             builder = builder.master(master)
         conf = dict(config.spark_conf)
+        # the session catalog's databases (`bronze`, …) only name tables by their location: kept out
+        # of the working folder, where Spark's default would leave a spark-warehouse/ behind
+        conf.setdefault("spark.sql.warehouse.dir", _scratch_warehouse())
         if not config.delta_required:
             # without the jars the catalog plugin cannot load at all: leave Delta out entirely
             conf.pop("spark.sql.catalog.spark_catalog", None)
@@ -387,6 +391,27 @@ def _start_classic(config: Config) -> Engine:
     if config.delta_required:
         _check_delta_available(spark)
     return Engine("spark", spark, _owns_session=owns)
+
+
+def _quiet_query_context_logs() -> None:
+    """pyspark logs every failed statement's JVM stack as a JSON line at ERROR (its query-context
+    loggers); tracelake says the failure in one line of its own, so those loggers are quieted."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _scratch_warehouse() -> str:
+    """A folder of this process's own for classic Spark's warehouse, removed when it ends."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="tracelake-warehouse-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _check_master(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:

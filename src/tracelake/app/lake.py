@@ -139,8 +139,11 @@ def open_lake(lake: str | os.PathLike | None = None, *, profile: str | None = No
     from tracelake.io import objectstore
 
     os.environ.setdefault("RUST_LOG", "error")  # the engine's INFO lines are not the notebook's output
-    config = load_config(profile=profile, overrides={"lake_root": None if lake is None else str(lake),
-                                                     "connect_url": connect_url}, conf_pairs=list(conf))
+    overrides = {"lake_root": None if lake is None else str(lake), "connect_url": connect_url}
+    config = load_config(profile=profile, overrides=overrides, conf_pairs=list(conf))
+    if config.profile == "spark" and not any(c.startswith("spark_conf.spark.log.level=") for c in conf):
+        # classic Spark logs a failed statement's JVM stack at ERROR: the exception says it, once
+        config = load_config(profile=profile, overrides=overrides, conf_pairs=[*conf, "spark_conf.spark.log.level=OFF"])
     stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
     _require_lake(config, stored)
     engine = _start(config)
