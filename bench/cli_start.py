@@ -1,6 +1,8 @@
 """How long the command line takes to answer: `tracelake --help`, a `query` with and without
 `tracelake serve`, and optionally `tracelake demo`; each beside the same command of another git
-revision when `--rev` is given. Prints figures; asserts nothing.
+revision when `--rev` is given, and the served query beside `duckdb -c` of the same aggregate
+over the same Parquet files, alternated A B A B (targets: served <= 3x DuckDB's wall; with its
+own engine <= 1 s on an idle machine). Prints figures; asserts nothing.
 
     python bench/cli_start.py [--rev HEAD] [--repeat 3] [--lake DIR] [--demo]
 
@@ -26,7 +28,23 @@ from pathlib import Path
 from revision import export_rev
 
 REPO = Path(__file__).resolve().parents[1]
-QUERY = "SELECT count(*) AS jobs FROM bronze.itp_jobs"
+QUERY = ("SELECT cluster, count(*) AS jobs, round(sum(duration * num_gpu) / 3600, 1) AS gpu_hours "
+         "FROM bronze.itp_jobs GROUP BY cluster ORDER BY cluster")
+DUCKDB = Path(sys.executable).parent / "duckdb"  # the duckdb-cli package of the bench extra
+
+
+def _duckdb_sql(lake: Path) -> str:
+    files = f"read_parquet('{lake}/bronze/itp_jobs/**/*.parquet')"
+    return QUERY.replace("bronze.itp_jobs", files)
+
+
+def _timed(command: list[str], env: dict | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{command[0]} failed: {done.stderr.strip()[-500:]}")
+    return took
 
 
 def _run(src: Path, *args: str, cwd: Path | None = None) -> float:
@@ -67,7 +85,15 @@ def _figures(name: str, src: Path, lake: Path, repeat: int, demo: bool, work: Pa
         figures["query (served)"] = None
     else:
         try:
-            figures["query (served)"] = _median(src, repeat, "query", QUERY, "--lake", str(lake))
+            ours, peer = [], []
+            for _ in range(repeat):  # A B A B: the machine's drift hits both alike
+                ours.append(_run(src, "query", QUERY, "--lake", str(lake)))
+                if DUCKDB.exists():
+                    peer.append(_timed([str(DUCKDB), "-csv", "-c", _duckdb_sql(lake)]))
+            figures["query (served)"] = statistics.median(ours)
+            if peer:
+                figures["duckdb -c, same files"] = statistics.median(peer)
+                figures["served / duckdb"] = figures["query (served)"] / figures["duckdb -c, same files"]
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=60)

@@ -8,6 +8,12 @@ def run() -> None:
     from tracelake.app import signals
 
     signals.end_at_once()
+    if sys.argv[1:2] == ["query"]:  # the serve of the lake may answer it, with no engine library loaded here
+        from tracelake.app.quick import served_query
+
+        code = served_query(sys.argv[1:])
+        if code is not None:
+            leave(code)
     from tracelake.app.cli import main
 
     code = main()

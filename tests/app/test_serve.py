@@ -90,3 +90,30 @@ def test_a_record_that_is_not_private_is_not_used(engine, tmp_path):
     done = tracelake("query", QUERY, "--lake", str(lake))
     assert (done.returncode, done.stderr) == (0, "")  # ignored, not removed: it may be someone else's
     assert (lake / "_serve" / "engine.json").exists()
+
+
+@pytest.mark.e2e  # a serve of its own: in `bash dev e2e`
+def test_a_query_the_serve_answers_loads_no_engine_library_in_the_client(engine, tmp_path):
+    lake = _lake(engine, tmp_path)
+    process, record = _serve(lake)
+    try:
+        assert stat.S_IMODE(os.stat(record["answers"]).st_mode) == 0o600
+        asked = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracelake", "query", QUERY, "--lake",
+                                str(lake)], capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "RUST_LOG": "error"})
+        assert (asked.returncode, rows(asked.stdout)) == (0, [["n", "gpus"], ["2", "3"]])
+        imported = {line.split("|")[-1].strip().split(".")[0] for line in asked.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert {"pyspark", "pandas", "pyarrow", "grpc"}.isdisjoint(imported), sorted(imported)
+        said = [line for line in asked.stderr.splitlines() if not line.startswith("import time:")]
+        assert said == [SERVED.format(pid=process.pid)]
+        refused = tracelake("query", "DELETE FROM bronze.itp_jobs", "--lake", str(lake))
+        assert (refused.returncode, refused.stderr.strip().splitlines()[-1]) == (
+            2, "tracelake: error: query is read-only: DELETE statements are refused (tables change only through "
+               "`tracelake ingest` and `tracelake maintain`)")
+        wide = tracelake("query", "SELECT id FROM range(100)", "--lake", str(lake), "--format", "table", "--limit", "2")
+        assert wide.returncode == 0 and wide.stdout.splitlines()[-1] == "(100 rows, 2 shown (--limit / .maxrows for more))"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    assert not os.path.exists(record["answers"])

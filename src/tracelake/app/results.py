@@ -192,12 +192,13 @@ def write_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None,
     (out or sys.stdout).write("\n".join(lines) + "\n")
 
 
-def write_result(result: Result | tuple, fmt: str = "csv", out=None) -> None:
-    """CSV, JSON or a table; a capped table says how many rows there were."""
+def write_result(result: Result | tuple, fmt: str = "csv", out=None, width: int | None = None, err=None) -> None:
+    """CSV, JSON or a table (`width`: the terminal's, else its own or FALLBACK_WIDTH); a capped
+    table says how many rows there were, capped CSV and JSON say it on `err` (stderr)."""
     shown = as_result(result)
     if fmt == "table":
-        write_table(shown.columns, shown.rows, out, shown.total)
+        write_table(shown.columns, shown.rows, out, shown.total, width)
         return
     {"csv": write_csv, "json": write_json}[fmt](shown.columns, shown.rows, out=out)
     if shown.total is not None and shown.total > len(shown.rows):
-        print(f"tracelake: {shown.total:,} rows, {len(shown.rows):,} printed (--limit)", file=sys.stderr)
+        print(f"tracelake: {shown.total:,} rows, {len(shown.rows):,} printed (--limit)", file=err or sys.stderr)

@@ -90,14 +90,15 @@ def served_socket(config: Config, tell: Callable[[str], None]) -> str | None:
     return None
 
 
-def _write(config: Config, socket_path: Path) -> None:
+def _write(config: Config, socket_path: Path, answers: Path | None = None) -> None:
     """The record, 0600 in a 0700 folder, written whole or not at all."""
     path = record_path(config)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not _owned_private(path.parent, stat.S_IFDIR):
         raise TracelakeError(f"{path.parent} is not a folder only this user may enter (mode 0700); remove it")
     text = json.dumps({"pid": os.getpid(), "socket": str(socket_path), "lake": config.lake_root,
-                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                       **({"answers": str(answers)} if answers else {})})
     temp = path.with_name(f".{RECORD}.{os.getpid()}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -115,9 +116,15 @@ def serve(config: Config, tell: Callable[[str], None]) -> int:
     if served_socket(config, lambda _line: None):
         record = _read(config) or {}
         raise TracelakeError(f"{config.lake_root} is already served (pid {record.get('pid')}); stop that one first")
+    from tracelake.app.answers import AnswerServer
+    from tracelake.engine import attach_served
+
     server = serve_private(config)
+    answers = None
     try:
-        _write(config, server.socket_path)
+        # `tracelake query` asks this process, which answers on a session of its own (app/answers.py)
+        answers = AnswerServer(attach_served(config, str(server.socket_path)), config, server.socket_path.parent)
+        _write(config, server.socket_path, answers.path)
         tell(f"serving the lake {config.lake_root} (pid {os.getpid()}); "
              "commands on this lake use this engine; Ctrl-C or SIGTERM stops it")
         while server.process.poll() is None:
@@ -129,4 +136,6 @@ def serve(config: Config, tell: Callable[[str], None]) -> int:
         return 0
     finally:
         _remove(config)
+        if answers is not None:
+            answers.close()
         server.stop()
