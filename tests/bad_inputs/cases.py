@@ -29,6 +29,8 @@ from corpus import (
 )
 from helpers import ITP_HEADER, job_id, write_archive
 
+from tracelake.sources.zhejiang.synth.hourly import LINK_HEADER
+
 ALIBABA_HEADER = "group,start_time,end_time,dataset,runtime_ratio"
 POWER_OK = "cifar100,shufflenetv2,64,adadelta,175,20,100"
 ACME_JOBS = "data/job_trace/trace_seren.csv"
@@ -244,6 +246,23 @@ def _poll_in_two_hour_folders(raw: Path) -> list[list[str]]:
         target.write_text("\n".join(lines) + "\n")
     return [["ingest", "zhejiang", "--raw", str(raw)],
             ["query", "SELECT hour_cst, status, count(*) AS n FROM silver.zj_port_rates GROUP BY 1, 2 ORDER BY 1, 2"]]
+
+
+def _link_end_seen_again_next_hour(raw: Path) -> list[list[str]]:
+    """A leaf's uplink in hour 00's link.csv and again in hour 01's, ingested hour by hour: the
+    second hour's ends join the stored silver.zj_link_wiring (a union of a stored table and rows
+    of bronze.zj_link, whose column comments differ, which Sail 0.7.2's planner refused)."""
+    leaf, spine = "NH-DC-NM129-D03-ROCE-Leaf-5.GPU.S9825", "NH-DC-NM129-E01-ROCE-spine-1.GPU.S9825"
+    for hour, minute in (("2024052400", "上午00:00:04"), ("2024052401", "上午01:00:04")):
+        row = (f"{leaf},400GE1/0/33,{spine},FourHundredGigE1/0/13,2024/5/24 {minute},14981330,10.107.208.115,up,"
+               "94915405645,14981420,90,0,441467003,107780,0.88,0,114148632695,18017180,90,18377523,530923873,"
+               "129620,1.06,3,0")
+        target = raw / "trafficinfo" / hour / f"{hour}_link.csv"
+        target.parent.mkdir(parents=True)
+        target.write_text(f"{LINK_HEADER}\n{row}\n", encoding="utf-8")
+    return [["ingest", "zhejiang", "--raw", str(raw), "--hours", "2024052400"],
+            ["ingest", "zhejiang", "--raw", str(raw), "--hours", "2024052401"],
+            ["query", "SELECT device_role, dst_role, port_name, samples, ecn_marked_total FROM silver.zj_link_wiring"]]
 
 
 def _minutes_delivered_again_next_hour(raw: Path) -> list[list[str]]:
@@ -690,6 +709,9 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("zj_link_end_seen_again_next_hour", _link_end_seen_again_next_hour, 0,
+         stdout="device_role,dst_role,port_name,samples,ecn_marked_total\nleaf,spine,FourHundredGigE1/0/33,2,6\n",
+         rows={"bronze/zj_link": 2, "silver/zj_link_wiring": 1}, read={"zj_link": 2}),
     Case("zj_minutes_of_polls_delivered_again_in_the_next_hour", _minutes_delivered_again_next_hour, 0,
          stdout="hour_cst,status,n,bytes\n2024052400,first,1,\n2024052400,update,399,399000000000.0\n"
                 "2024052401,repeated,300,\n2024052401,update,3,3000000000.0\n",

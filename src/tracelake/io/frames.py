@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:
@@ -42,3 +43,17 @@ def takes_dictionary_strings(spark: SparkSession) -> bool:
         except Exception:  # noqa: BLE001 - any refusal means: decode in the function
             _DICTIONARY[key] = False
     return _DICTIONARY[key]
+
+
+def union_plain(first: DataFrame, second: DataFrame) -> DataFrame:
+    """first.unionByName(second) with every column rebuilt as a plain value (nullif with a null:
+    the same value, no column comment). Sail 0.7.2's planner (DataFusion) refuses a union whose
+    two sides carry different Delta column comments and differ in nullability ("Physical input
+    schema should be the same as the one converted from logical input schema"): a stored table
+    beside rows computed from another table does, since every table keeps its column docs. A
+    plain column reference or a no-op cast is simplified away and keeps the comment."""
+    return _plain(first).unionByName(_plain(second))
+
+
+def _plain(df: DataFrame) -> DataFrame:
+    return df.select([F.nullif(F.col(name), F.lit(None).cast(kind)).alias(name) for name, kind in df.dtypes])

@@ -24,6 +24,7 @@ from tracelake.delta.catalog import read_tables
 from tracelake.run.pipeline import run_ingest
 from tracelake.run.registry import generate
 from tracelake.schema import load_schema
+from tracelake.sources.zhejiang.synth.truth import check_against_truth
 from tracelake.sources.zhejiang.transforms.correlate import (
     UPLINK_PORTS,
     Rules,
@@ -347,10 +348,8 @@ def test_generated_episodes_are_found_on_the_right_port(spark, world):
     episodes = {e["id"]: e for e in truth["episodes"]}
     causes = {(t["task_id"], it["iteration"]): it["causes"] for t in truth["tasks"] for it in t["iterations"]}
 
-    found = [e["id"] for e in truth["episodes"] if any(
-        gold[(hit["task_id"], i)]["is_slow"] and (gold[(hit["task_id"], i)]["suspect_switch"],
-                                                  gold[(hit["task_id"], i)]["suspect_port"]) == (e["switch"], e["port"])
-        for hit in e["slowed_iterations"] for i in hit["iterations"])]
+    check = check_against_truth(gold.values(), truth)
+    found = check.found
     flagged = [(k, r) for k, r in gold.items() if r["suspect_reason"] != "none"]
     wrong = [k for k, r in flagged if (r["suspect_switch"], r["suspect_port"]) not in
              {(episodes[c]["switch"], episodes[c]["port"]) for c in causes[k] if c in episodes}]
@@ -359,8 +358,9 @@ def test_generated_episodes_are_found_on_the_right_port(spark, world):
           f"precision {len(flagged) - len(wrong)}/{len(flagged)} = {precision:.3f}, wrong {wrong}")
     assert recall >= 0.95 and precision >= 0.95
 
-    decoy_ports = {(d["switch"], d["port"]) for d in truth["decoys"]}
-    assert not [k for k, r in flagged if (r["suspect_switch"], r["suspect_port"]) in decoy_ports]
+    assert check.decoys_blamed == ()
+    assert check.line() == (f"correlation vs the generator's ground truth: {len(found)} of {len(episodes)} "
+                            "injected episodes found at the right port, no decoy blamed")
     quiet = [(q["task_id"], q["iteration"]) for q in truth["quiet_slow_iterations"]]
     assert quiet and all(gold[k]["is_slow"] and gold[k]["suspect_reason"] == "none" for k in quiet)
 

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from tracelake.api.contract import PartialBuild, TableInput, derived
 from tracelake.api.tables import partition_predicate, read_tables
 from tracelake.config import Config
+from tracelake.io.frames import union_plain
 from tracelake.io.staging import Scratch, stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour
@@ -130,7 +131,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
         fresh = compute(paths.filter(F.col("task_id").isin(tasks)), affected, *near)
         kept = (stored.filter(partition_predicate(load_schema(table), partitions))
                 .join(affected.select("task_id", "iteration"), ["task_id", "iteration"], "left_anti"))
-        return kept.unionByName(fresh.select(*kept.columns)), tuple(partitions)
+        return union_plain(kept, fresh.select(*kept.columns)), tuple(partitions)
 
     return rebuild
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.io.frames import union_plain
+
 NIC_COUNTERS = {
     "rx_bytes": "received_bytes",
     "tx_bytes": "transmitted_bytes",
@@ -107,7 +109,7 @@ def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
     """link_wiring of two sets of link.csv rows, from link_wiring of each: a link end's first and
     last sample, its sample count and its ECN marks combine exactly (min, max, integer sums), so
     a new hour's link ends join the stored table without the hours before being read again."""
-    return _with_roles(stored.unionByName(added).groupBy(*WIRING_KEYS).agg(
+    return _with_roles(union_plain(stored, added).groupBy(*WIRING_KEYS).agg(
         F.min("first_seen").alias("first_seen"),
         F.max("last_seen").alias("last_seen"),
         F.sum("samples").alias("samples"),
