@@ -41,13 +41,28 @@ def test_table_names_and_paths(tmp_path):
         ({"conf_pairs": ["tables.catalgo=x"]}, "unknown config key 'catalgo'"),
         ({"profile": "cloud"}, "unknown profile 'cloud'"),
         ({"profile": "connect"}, "needs a Spark Connect URL"),
-        ({"conf_pairs": ["delta_required=maybe"]}, "delta_required must be true or false"),
+        ({"conf_pairs": ["delta_required=maybe"]}, "config delta_required: takes true or false, got 'maybe'"),
+        ({"conf_pairs": ["spark_conf.spark.sql.shuffle.partitions=abc"]},
+         "config spark_conf.spark.sql.shuffle.partitions: takes a whole number of at least 1, got 'abc'"),
+        ({"conf_pairs": ["spark_conf.spark.sql.shuffle.partitions=0"]},
+         "config spark_conf.spark.sql.shuffle.partitions: takes a whole number of at least 1, got '0'"),
+        ({"conf_pairs": ["tables.catalog=my-catalog"]}, "config tables.catalog: takes a catalog name of letters"),
+        ({"conf_pairs": ["lake_root=[1, 2]"]}, r"config lake_root: takes a text value, got \[1, 2\]"),
+        ({"conf_pairs": ["profile=bogus"]}, "unknown profile 'bogus'"),
         ({"conf_pairs": ["novalue"]}, "--conf expects KEY=VALUE"),
     ],
 )
 def test_bad_config_is_a_clear_error(kwargs, message):
     with pytest.raises(TracelakeError, match=message):
         load_config(environ={}, **kwargs)
+
+
+def test_profile_from_conf_is_honoured_between_the_environment_and_the_flag(tmp_path):
+    """--conf profile= is a layer like the others: over TRACELAKE_PROFILE, under --profile."""
+    lake = {"lake_root": str(tmp_path)}
+    assert load_config(conf_pairs=["profile=spark"], overrides=lake, environ={}).profile == "spark"
+    assert load_config(conf_pairs=["profile=spark"], overrides=lake, environ={"TRACELAKE_PROFILE": "local"}).profile == "spark"
+    assert load_config(profile="local", conf_pairs=["profile=spark"], overrides=lake, environ={}).profile == "local"
 
 
 def test_connect_url_from_flag():

@@ -197,12 +197,13 @@ def load_config(
     base = _read_yaml(conf_dir / "base.yaml")
     if not base:
         raise TracelakeError(f"{conf_dir / 'base.yaml'} is missing or empty")
-    chosen = profile or environ.get(ENV_PREFIX + "PROFILE") or base.get("profile") or "local"
+    pairs = _parse_overrides(conf_pairs or [])
+    chosen = profile or pairs.get("profile") or environ.get(ENV_PREFIX + "PROFILE") or base.get("profile") or "local"
     if chosen not in PROFILES:
         raise TracelakeError(f"unknown profile '{chosen}' (choose one of {', '.join(PROFILES)})")
     merged = _merge(base, _read_yaml(conf_dir / f"{chosen}.yaml"), f"conf/{chosen}.yaml")
     merged = _merge(merged, _env_layer(base, environ), "environment")
-    merged = _merge(merged, _parse_overrides(conf_pairs or []), "--conf")
+    merged = _merge(merged, pairs, "--conf")
     cli = {k: v for k, v in (overrides or {}).items() if v is not None}
     merged = _merge(merged, cli, "command line")
     merged["profile"] = chosen
@@ -226,7 +227,42 @@ def utc_session_conf(spark_conf: Mapping[str, Any]) -> dict[str, str]:
     return {**conf, TIME_ZONE_KEY: SESSION_TIME_ZONE}
 
 
+TEXT_KEYS = ("lake_root", "staging_dir", "connect_url", "master")  # text, or null where base.yaml has null
+CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# spark_conf keys tracelake itself reads as whole numbers, with their least value
+SPARK_COUNTS = {"spark.sql.shuffle.partitions": 1}
+
+
+def check_types(merged: Mapping[str, Any]) -> None:
+    """Every key of the merged configuration, typed, in one place: a wrong value stops the command
+    (exit 2) naming the key and what it takes, before an engine starts."""
+    for key in TEXT_KEYS:
+        value = merged.get(key)
+        if value is not None and not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise TracelakeError(f"config {key}: takes a text value, got {value!r}")
+    if not isinstance(merged.get("delta_required"), bool):
+        raise TracelakeError(f"config delta_required: takes true or false, got {merged.get('delta_required')!r}")
+    if merged.get("local_engine") not in LOCAL_ENGINES:
+        raise TracelakeError(f"config local_engine: takes {' or '.join(LOCAL_ENGINES)}, got {merged.get('local_engine')!r}")
+    catalog = (merged.get("tables") or {}).get("catalog")
+    if catalog is not None and not (isinstance(catalog, str) and CATALOG_NAME.fullmatch(catalog)):
+        raise TracelakeError(f"config tables.catalog: takes a catalog name of letters, digits and _ "
+                             f"(SQL names are written unquoted), got {catalog!r}")
+    for source, root in (merged.get("raw_roots") or {}).items():
+        if root is not None and not isinstance(root, str):
+            raise TracelakeError(f"config raw_roots.{source}: takes a folder or URL, got {root!r}")
+    for key, value in (merged.get("spark_conf") or {}).items():
+        if isinstance(value, dict | list) or value is None:
+            raise TracelakeError(f"config spark_conf.{key}: takes one value, got {value!r}")
+        if key in SPARK_COUNTS:
+            text = str(value).strip()
+            if not text.isdigit() or int(text) < SPARK_COUNTS[key]:
+                raise TracelakeError(f"config spark_conf.{key}: takes a whole number of at least "
+                                     f"{SPARK_COUNTS[key]}, got {value!r}")
+
+
 def _build(merged: dict[str, Any]) -> Config:
+    check_types(merged)
     if not str(merged.get("lake_root") or "").strip():  # "" would resolve to the current folder
         raise TracelakeError("the lake path is empty: give a folder with --lake DIR, TRACELAKE_LAKE_ROOT or lake_root in conf")
     lake_root = str(merged["lake_root"])
@@ -255,12 +291,7 @@ def _build(merged: dict[str, Any]) -> Config:
             "TRACELAKE_CONNECT_URL, connect_url in conf/connect.yaml, or spark-submit --remote "
             "(SPARK_REMOTE)"
         )
-    delta_required = merged.get("delta_required")
-    if not isinstance(delta_required, bool):
-        raise TracelakeError(f"delta_required must be true or false, got {delta_required!r}")
-    local_engine = merged.get("local_engine")
-    if local_engine not in LOCAL_ENGINES:
-        raise TracelakeError(f"local_engine must be one of {', '.join(LOCAL_ENGINES)}, got {local_engine!r}")
+    delta_required, local_engine = merged["delta_required"], merged["local_engine"]
     return Config(
         profile=merged["profile"],
         lake_root=lake_root,

@@ -252,6 +252,32 @@ def test_generate_says_what_it_takes_of_the_real_release(tmp_path):
     assert said == [] and sorted(p.name for p in written) == ["elasticflow-traces.tar.gz", "raw-traces.tar.gz"]
 
 
+def test_generate_keeps_files_it_did_not_write(tmp_path):
+    """A real archive (or AcmeTrace utilization) in --out stops generate before it writes
+    anything, naming the file; what an earlier generate wrote there is replaced as before."""
+    from tracelake.errors import TracelakeError
+    from tracelake.run.registry import generate
+
+    itp_dir = tmp_path / "itp"
+    itp_dir.mkdir()
+    (itp_dir / "raw-traces.tar.gz").write_bytes(b"the real release")
+    with pytest.raises(TracelakeError, match=r"holds raw-traces.tar.gz, which no generator wrote: generate itp"):
+        generate("itp", itp_dir, scale=0.001)
+    assert (itp_dir / "raw-traces.tar.gz").read_bytes() == b"the real release"
+    assert sorted(p.name for p in itp_dir.iterdir()) == ["raw-traces.tar.gz"]
+    (itp_dir / "raw-traces.tar.gz").unlink()
+    first = {p.name: p.read_bytes() for p in generate("itp", itp_dir, scale=0.001, seed=1)}
+    again = {p.name: p.read_bytes() for p in generate("itp", itp_dir, scale=0.001, seed=2)}  # its own files
+    assert first.keys() == again.keys() and first != again
+
+    acme_dir = tmp_path / "acme"
+    (acme_dir / "utilization" / "seren").mkdir(parents=True)
+    (acme_dir / "utilization" / "seren" / "GPU_UTIL.csv").write_text("Time\n")
+    with pytest.raises(TracelakeError, match=r"holds utilization/seren/GPU_UTIL.csv, which no generator wrote"):
+        generate("acme", acme_dir, scale=0.001)
+    assert [p.name for p in acme_dir.rglob("*") if p.is_file()] == ["GPU_UTIL.csv"]
+
+
 @pytest.mark.parametrize("thread", [False, True])
 def test_the_command_leaves_with_its_code_after_its_exit_handlers_and_its_output(thread):
     """__main__.leave skips the interpreter's teardown, not the exit handlers or a line still

@@ -610,6 +610,20 @@ CASES = [
     # ---- AcmeTrace
     Case("acme_release_root_as_cloned", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n"}, ["ingest", "acme", "--raw", "{raw}"]), 0,
          rows={"bronze/acme_jobs": 1, "silver/jobs": 1}, read={"acme_jobs": 1}),
+    # the docs say a .csv.gz job trace is read: it was skipped without a word (exit 0, no job)
+    Case("acme_job_trace_gzipped", files({f"{ACME_JOBS}.gz": gzip.compress(f"{SEREN_HEADER}\n{SEREN_ROW}\n".encode())},
+                                         ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_jobs": 1, "silver/jobs": 1}, read={"acme_jobs": 1}),
+    Case("acme_job_trace_plain_and_gzipped", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n",
+                                                    f"{ACME_JOBS}.gz": gzip.compress(f"{SEREN_HEADER}\n{SEREN_ROW}\n".encode())},
+                                                   ["ingest", "acme", "--raw", "{raw}"]), 2,
+         "job_trace/trace_seren.csv and job_trace/trace_seren.csv.gz are one file in two places or forms; keep one"),
+    Case("acme_job_trace_gzip_cut_short", files({f"{ACME_JOBS}.gz": gzip.compress(f"{SEREN_HEADER}\n{SEREN_ROW}\n".encode())[:12]},
+                                                ["ingest", "acme", "--raw", "{raw}"]), 2,
+         "job_trace/trace_seren.csv.gz: truncated or corrupt gzip file"),
+    Case("zeus_power_file_gzipped", files({"summary_power_a40.csv.gz": gzip.compress(f"{POWER_HEADER}\n{POWER_OK}\n".encode())},
+                                          ["ingest", "zeus", "--raw", "{raw}"]), 0,
+         rows={"bronze/zeus_power": 1}, read={"zeus_power": 1}),
     Case("acme_header_only", files({ACME_JOBS: SEREN_HEADER + "\n"}, ["ingest", "acme", "--raw", "{raw}"]), 3,
          "bronze.acme_jobs: critical expectation(s) failed"),
     Case("acme_unknown_state", files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n{SEREN_ROW.replace('5778432', '5778433').replace('FAILED', 'EXPLODED')}\n"},
@@ -709,6 +723,10 @@ CASES = [
          stdout="hour_cst,status,n\n2024052400,first,1\n2024052400,gap,1\n2024052400,update,2\n"
                 "2024052401,repeated,1\n2024052401,update,2\n",
          rows={"bronze/zj_port_counters": 7, "silver/zj_port_rates": 7}, read={"zj_port_counters": 7}),
+    Case("generate_itp_over_the_real_archives",
+         files({"raw-traces.tar.gz": b"the real release", "elasticflow-traces.tar.gz": b"the real release"},
+               ["generate", "itp", "--out", "{raw}", "--scale", "0.001"]), 2,
+         "holds raw-traces.tar.gz, elasticflow-traces.tar.gz, which no generator wrote: generate itp would write over them"),
     Case("zj_link_end_seen_again_next_hour", _link_end_seen_again_next_hour, 0,
          stdout="device_role,dst_role,port_name,samples,ecn_marked_total\nleaf,spine,FourHundredGigE1/0/33,2,6\n",
          rows={"bronze/zj_link": 2, "silver/zj_link_wiring": 1}, read={"zj_link": 2}),
@@ -1010,7 +1028,14 @@ CASES = [
     # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
     # zone: another zone stored IPMI times 8 hours off without a word
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
-         "local_engine must be one of private, tcp, got 'open'"),
+         "config local_engine: takes private or tcp, got 'open'"),
+    Case("conf_shuffle_partitions_not_a_number", _cli("tables", "--conf", "spark_conf.spark.sql.shuffle.partitions=abc"), 2,
+         "config spark_conf.spark.sql.shuffle.partitions: takes a whole number of at least 1, got 'abc'"),
+    Case("conf_catalog_not_a_plain_name", _cli("tables", "--conf", "tables.catalog=my-catalog"), 2,
+         "config tables.catalog: takes a catalog name of letters, digits and _ (SQL names are written unquoted), "
+         "got 'my-catalog'"),
+    Case("conf_profile_unknown", _cli("tables", "--conf", "profile=bogus"), 2,
+         "unknown profile 'bogus' (choose one of local, spark, connect)"),
     Case("session_time_zone_not_utc", _cli("tables", "--conf", "spark_conf.spark.sql.session.timeZone=Asia/Shanghai"), 2,
          "spark_conf.spark.sql.session.timeZone must be UTC, got 'Asia/Shanghai': tracelake converts every time to UTC"),
     # the spark profile's engine pieces, refused before a JVM starts

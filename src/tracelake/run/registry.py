@@ -88,9 +88,29 @@ def generate(
     if taken:
         options["reference"] = reference
         say(f"generate {source}: {taken} (conf raw_roots.{source})")
+    replaces = getattr(synth, "replaces", None)  # the paths a generator writes over, whatever is there
+    if replaces is not None:
+        _refuse_foreign(source, out_dir, replaces(out_dir))
     written = synth.generate(out_dir, scale, seed, **{k: v for k, v in options.items() if v is not None})
     _mark_generated(out_dir, written)
     return written
+
+
+def _refuse_foreign(source: str, out_dir: Path, paths: list[Path]) -> None:
+    """Stop before a generator writes over a file it did not write (a real release's archive, say):
+    the next ingest would load the synthetic rows as the real trace. Files an earlier generate
+    wrote (GENERATED) are replaced as before; a folder counts by the files in it."""
+    ours = set(generated_names(out_dir))
+    present: list[str] = []
+    for path in paths:
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.exists() else []
+        present += [p.relative_to(out_dir).as_posix() for p in found]
+    foreign = [name for name in present if name not in ours]
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        raise TracelakeError(
+            f"{out_dir} holds {', '.join(foreign[:3])}{more}, which no generator wrote: generate {source} would "
+            f"write over {'them' if len(foreign) > 1 else 'it'}; choose an empty --out (real files are never replaced)")
 
 
 def _mark_generated(out_dir: Path, written: list[Path]) -> None:

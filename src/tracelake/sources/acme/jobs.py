@@ -15,10 +15,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.api.contract import TableInput
 from tracelake.errors import TracelakeError
+from tracelake.io.forms import find_one
 from tracelake.io.frames import union_all
 from tracelake.io.parse import parse_lines
-from tracelake.io.storetree import lexists
-from tracelake.io.text import RawFile, check_header, read_raw_lines, regular_file
+from tracelake.io.text import RawFile, check_header, read_raw_lines
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.layout import CLUSTERS, FILE_NAME, KALOS_ONLY, RELEASE_FOLDER, SEREN_HEADER, TABLE
 
@@ -57,22 +57,12 @@ def parse_acme_jobs(spark: SparkSession, files: list[RawFile], schema: TableSche
     return union_all(frames)
 
 
-def _find(raw_dir: Path, cluster: str) -> Path | None:
-    name = FILE_NAME.format(cluster=cluster)
-    found = [regular_file(p, p.relative_to(raw_dir).as_posix())
-             for p in (raw_dir / name, raw_dir / RELEASE_FOLDER / name) if lexists(p)]
-    if len(found) > 1:
-        raise TracelakeError(f"{raw_dir}: {name} is both at the top and in {RELEASE_FOLDER}/; keep one")
-    return found[0] if found else None
-
-
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
-    """The job CSVs found in raw_dir (or raw_dir/job_trace); [] when there are none."""
+    """The job CSVs found in raw_dir (or raw_dir/job_trace), each plain or `.gz`; [] when there are none."""
     files = []
     for cluster in CLUSTERS:
-        path = _find(raw_dir, cluster)
-        if path is not None:
-            name = path.relative_to(raw_dir).as_posix()
-            other = FILE_NAME.format(cluster=cluster) if "/" in name else f"{RELEASE_FOLDER}/{name}"
-            files.append(RawFile(str(path), name, {"cluster": cluster}, aliases=(other,)))
+        name = FILE_NAME.format(cluster=cluster)
+        found = find_one(raw_dir, [name, f"{RELEASE_FOLDER}/{name}"], (".gz",))  # the engines read a .gz as it is
+        if found is not None:
+            files.append(RawFile(str(found.path), found.name, {"cluster": cluster}, aliases=found.aliases))
     return [TableInput(TABLE, files, parse_acme_jobs)] if files else []

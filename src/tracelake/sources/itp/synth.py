@@ -54,6 +54,11 @@ def _add(tar: tarfile.TarFile, name: str, lines: list[str]) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def replaces(out: Path) -> list[Path]:
+    """What generate writes over: both archives (the real release's names)."""
+    return [out / "raw-traces.tar.gz", out / "elasticflow-traces.tar.gz"]
+
+
 def generate(out: Path, scale: float, seed: int) -> list[Path]:  # no options
     rng = random.Random(seed)
     clusters = {c: _jobs(c, max(1, round(n * scale)), rng) for c, n in RELEASE_ROWS.items()}

@@ -1,5 +1,5 @@
 """Zeus (NSDI '23) traces: summary_train.csv, summary_power_<gpu>.csv, alibaba_groups.csv, each as
-it is or .xz-compressed (the release compresses the groups file)."""
+it is, .xz-compressed (the release compresses the groups file) or .gz-compressed."""
 
 from __future__ import annotations
 
@@ -43,20 +43,19 @@ def _decompressed(path: Path | StorePath, staging: Path) -> Path | StorePath:
     return target
 
 
-def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
-    """`name` or `name.xz` (unpacked into staging), whichever is there; both is an error. The
-    other form is the file's alias: recompressing it replaces its rows."""
-    from tracelake.io.storetree import lexists
-    from tracelake.io.text import RawFile, regular_file
+COMPRESSED = (".xz", ".gz")  # an .xz is unpacked into staging; the engines read a .gz as it is
 
-    present = [regular_file(raw_dir / n, n) for n in (name, f"{name}.xz") if lexists(raw_dir / n)]
-    if len(present) > 1:
-        raise TracelakeError(f"{raw_dir}: both {name} and {name}.xz present; keep one")
-    if not present:
+
+def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
+    """`name`, `name.xz` (unpacked into staging) or `name.gz`, whichever is there; two is an
+    error. The other forms are the file's aliases: recompressing it replaces its rows."""
+    from tracelake.io.forms import find_one
+    from tracelake.io.text import RawFile
+
+    found = find_one(raw_dir, [name], COMPRESSED)
+    if found is None:
         return None
-    found = present[0].name
-    alias = name if found != name else f"{name}.xz"
-    return RawFile(str(_decompressed(present[0], staging / "zeus")), found, constants or {}, aliases=(alias,))
+    return RawFile(str(_decompressed(found.path, staging / "zeus")), found.name, constants or {}, aliases=found.aliases)
 
 
 def read_in_place(relative: str) -> bool:
@@ -76,11 +75,11 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     if (train := _one_form(raw_dir, TRAIN_FILE, staging)) is not None:
         inputs.append(TableInput("bronze.zeus_train", [train]))
     power = []
-    for gpu in sorted({path.name.removesuffix(".xz") for path in raw_dir.iterdir()
+    for gpu in sorted({path.name.removesuffix(".xz").removesuffix(".gz") for path in raw_dir.iterdir()
                       if path.name.startswith("summary_power_")}):
         match = POWER_FILE.fullmatch(gpu)
         if not match:
-            raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz)")
+            raise TracelakeError(f"{gpu}: power file names are summary_power_<gpu>.csv (or .csv.xz, .csv.gz)")
         power.append(_one_form(raw_dir, gpu, staging, {"gpu": match.group(1)}))
     if power:
         inputs.append(TableInput("bronze.zeus_power", power))
@@ -88,7 +87,7 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
         inputs.append(TableInput("bronze.zeus_alibaba_groups", [groups]))
     if not inputs:
         raise TracelakeError(f"{raw_dir}: no Zeus files ({TRAIN_FILE}, summary_power_<gpu>.csv, {ALIBABA_FILE}; "
-                             "each may be .xz-compressed)")
+                             "each may be .xz- or .gz-compressed)")
     return inputs
 
 

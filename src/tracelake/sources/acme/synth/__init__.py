@@ -9,5 +9,11 @@ from tracelake.sources.acme.synth import jobs as generate_jobs
 from tracelake.sources.acme.synth import utilization as generate_util
 
 
+def replaces(out: Path) -> list[Path]:
+    """What generate writes over: the job CSVs and their ground truth, and the utilization
+    folder (a real one would be mixed with generated series)."""
+    return [out / "trace_seren.csv", out / "trace_kalos.csv", out / generate_jobs.GROUND_TRUTH, out / "utilization"]
+
+
 def generate(out: Path, scale: float, seed: int) -> list[Path]:
     return generate_jobs.generate(out, scale, seed) + generate_util.generate(out, scale, seed)
