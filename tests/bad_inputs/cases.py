@@ -361,6 +361,36 @@ def _cli(*args: str):
     return write
 
 
+def _damaged_lake(damage: str, *command: str):
+    """A lake of two small tables (raw/lake2) whose bronze.itp_jobs is then damaged: its newest
+    commit cut short, emptied or overwritten, or its folder replaced by a file; `command` runs on it."""
+    def write(raw: Path) -> list[list[str]]:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
+        lake = raw / "lake2"
+        for table in ("itp_jobs", "zeus_train"):
+            write_deltalake(str(lake / "bronze" / table), pa.table({"n": [1, 2, 3]}))
+        jobs = lake / "bronze" / "itp_jobs"
+        commit = jobs / "_delta_log" / "00000000000000000000.json"
+        if damage == "cut":
+            commit.write_bytes(commit.read_bytes()[:100])
+        elif damage == "empty":
+            commit.write_bytes(b"")
+        elif damage == "garbage":
+            commit.write_bytes(b"\x00\x01 not a log\n")
+        elif damage == "file":
+            import shutil
+
+            shutil.rmtree(jobs)
+            jobs.write_text("a table folder turned into a file")
+        if command[0] == "ingest":
+            write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+            return [[*command, "--raw", str(raw), "--lake", str(lake)]]
+        return [[*command, "--lake", str(lake)]]
+    return write
+
+
 def _old_delta_jar(raw: Path) -> list[list[str]]:
     jar = raw / "delta-spark_4.1_2.13-4.3.1.jar"
     jar.write_bytes(b"")
@@ -1027,6 +1057,20 @@ CASES = [
     Case("empty_lake_path_is_refused", _cli("tables", "--lake", ""), 2, "the lake path is empty"),
     # naive times (IPMI power, task logs, the suites' TIMESTAMP literals) are read in the session's
     # zone: another zone stored IPMI times 8 hours off without a word
+    # a damaged Delta log: exit 2 naming the table and the file (the engines said "Invalid JSON in
+    # log record" or "list index out of range", exit 1); `tables` lists the other tables first
+    Case("delta_log_cut_short_tables", _damaged_lake("cut", "tables"), 2,
+         "bronze.itp_jobs: its Delta log is damaged: ", stdout="bronze.itp_jobs,,,damaged log\nbronze.zeus_train,3,0,"),
+    Case("delta_log_empty_tables", _damaged_lake("empty", "tables"), 2,
+         "/lake2/bronze/itp_jobs/_delta_log/00000000000000000000.json is empty", stdout="bronze.zeus_train,3,0,"),
+    Case("delta_log_garbage_query", _damaged_lake("garbage", "query", "SELECT count(*) FROM bronze.itp_jobs"), 2,
+         "/lake2/bronze/itp_jobs/_delta_log/00000000000000000000.json line 1 is not a JSON action (cut short or overwritten)"),
+    Case("delta_log_garbage_query_of_another_table", _damaged_lake("garbage", "query", "SELECT sum(n) FROM bronze.zeus_train"), 0,
+         "bronze.itp_jobs: its Delta log is damaged", stdout="sum(n)\n6\n"),
+    Case("delta_log_cut_short_ingest", _damaged_lake("cut", "ingest", "itp"), 2,
+         "/lake2/bronze/itp_jobs/_delta_log/00000000000000000000.json line 1 is not a JSON action"),
+    Case("table_folder_became_a_file_tables", _damaged_lake("file", "tables"), 0,
+         "bronze.itp_jobs is not a table (", stdout="bronze.zeus_train,3,0,"),
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
          "config local_engine: takes private or tcp, got 'open'"),
     Case("conf_shuffle_partitions_not_a_number", _cli("tables", "--conf", "spark_conf.spark.sql.shuffle.partitions=abc"), 2,

@@ -444,18 +444,30 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from tracelake.delta.catalog import list_lake_tables, register_all
+    """Every table with its rows and last version; a table whose log is damaged is listed as
+    such beside the others, and the command then exits 2 naming it."""
+    from tracelake.delta.catalog import list_lake_tables, register
     from tracelake.delta.maintenance import history
+    from tracelake.delta.protocol import DamagedLog
 
+    damaged: list[str] = []
     with _engine(args, need_lake=True) as (engine, config):
-        register_all(engine.spark, config)
         rows = []
         for layer, table in list_lake_tables(config):
             name = config.table_name(layer, table)
+            try:
+                register(engine.spark, config, layer, table)
+            except DamagedLog as exc:
+                damaged.append(str(exc))
+                rows.append((name, None, None, "damaged log"))
+                continue
             count = engine.spark.table(name).count()
             last = history(engine, config.table_path(layer, table), 1)[0]
             rows.append((name, count, last.version, last.operation))
     _printed(args, (("table", "rows", "version", "last_operation"), rows))
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged tables)" if len(damaged) > 1 else ""
+        raise TracelakeError(damaged[0] + more)
     return 0
 
 

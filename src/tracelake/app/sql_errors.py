@@ -70,7 +70,16 @@ def _did_you_mean(matches: list[str]) -> str:
 
 
 def _missing_table(sql: str, config) -> str | None:
+    from tracelake.delta.catalog import check_readable
+    from tracelake.delta.protocol import DamagedLog
+
     known = _lake_tables(config)
+    for name in sources(sql):
+        if name in known:  # in the lake, yet not registered: its log is damaged (catalog.register_all)
+            try:
+                check_readable(config, *known[name])
+            except DamagedLog as exc:
+                return str(exc)
     missing = [name for name in sources(sql) if name not in known and name.lower() not in {k.lower() for k in known}]
     if not missing:
         return None

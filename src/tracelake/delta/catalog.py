@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
-from tracelake.delta.protocol import check_protocol
+from tracelake.delta.protocol import DamagedLog, check_protocol
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema
@@ -77,7 +77,7 @@ def check_uc_location(lake_root: str) -> None:
 def register(spark: SparkSession, config: Config, layer: str, table: str) -> None:
     """Make `layer.table` resolve to the Delta path in this session's catalog."""
     name, path = config.table_name(layer, table), config.table_path(layer, table)
-    check_protocol(_seen_here(config, layer, table), name)  # each time: another writer may have raised it
+    check_readable(config, layer, table)  # each time: another writer may have raised it
     names = _registered.setdefault(spark, _Names())
     if names.tables.get(name) == path:
         return
@@ -104,12 +104,24 @@ def list_lake_tables(config: Config) -> list[tuple[str, str]]:
             for child in sorted(layer_dir.iterdir()):
                 log = child / "_delta_log"
                 if not log.is_dir():
+                    _not_a_folder_table(layer, child)
                     continue
                 if not any(log.glob("*.json")) and not any(log.glob("*.checkpoint.parquet")):
                     _not_a_table(layer, child.name, str(log))
                     continue
                 found.append((layer, child.name))
     return found
+
+
+def _not_a_folder_table(layer: str, child: Path) -> None:
+    """A table whose folder became a file, or that lost its log, is named rather than dropped
+    from the listing without a word; a hidden or scratch entry is passed over."""
+    if child.name.startswith((".", "_")):
+        return
+    what = "a file" if not child.is_dir() else "a folder with no _delta_log" if any(child.iterdir()) else None
+    if what:
+        print(f"tracelake: warning: {layer}.{child.name} is not a table ({child} is {what}); "
+              "restore it or re-ingest its source", file=sys.stderr)
 
 
 def _not_a_table(layer: str, table: str, log: str) -> None:
@@ -142,10 +154,26 @@ def check_writable(config: Config) -> None:
         check_protocol(_seen_here(config, layer, table), config.table_name(layer, table), writing=True)
 
 
+_warned: set[str] = set()
+
+
+def check_readable(config: Config, layer: str, table: str) -> None:
+    """DamagedLog (or another TracelakeError) naming the table when this release cannot read it."""
+    check_protocol(_seen_here(config, layer, table), config.table_name(layer, table))
+
+
 def register_all(spark: SparkSession, config: Config) -> list[str]:
+    """Register every readable table; a table whose log is damaged is left out with a warning
+    naming it and the file, so the others still answer."""
     names = []
     for layer, table in list_lake_tables(config):
-        register(spark, config, layer, table)
+        try:
+            register(spark, config, layer, table)
+        except DamagedLog as exc:
+            if str(exc) not in _warned:  # once a process, however often a command registers
+                _warned.add(str(exc))
+                print(f"tracelake: warning: {exc}; the other tables read", file=sys.stderr)
+            continue
         names.append(config.table_name(layer, table))
     return names
 

@@ -59,24 +59,51 @@ def _names(log: str) -> list[str]:
     return os.listdir(log) if os.path.isdir(log) else []
 
 
-def table_protocol(path: str) -> Protocol | None:
+class DamagedLog(TracelakeError):
+    """A commit of the table's log that no Delta reader can read: cut short, not JSON, or empty."""
+
+
+def _actions(text: bytes | None, where: str, name: str) -> list[dict]:
+    """A commit file's actions, one JSON object a line; DamagedLog naming the table and the file
+    otherwise (the engines said `Invalid JSON in log record` or `list index out of range`, naming
+    neither)."""
+    if not text or not text.strip():
+        raise DamagedLog(f"{name}: its Delta log is damaged: {where} is empty")
+    actions = []
+    for number, line in enumerate(text.decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError:
+            action = None
+        if not isinstance(action, dict):
+            raise DamagedLog(f"{name}: its Delta log is damaged: {where} line {number} is not a JSON action "
+                             "(cut short or overwritten); restore the file or re-create the table")
+        actions.append(action)
+    return actions
+
+
+def table_protocol(path: str, name: str = "") -> Protocol | None:
     """The table's current protocol: the newest commit that set one, else the newest checkpoint's.
-    Only the commits since that checkpoint are read, so the cost does not grow with the table."""
+    Every commit since that checkpoint is read, as an engine reads them, and a damaged one stops
+    with DamagedLog; the commits before it are not, so the cost does not grow with the table."""
     log = f"{path.rstrip('/')}/_delta_log"
     names = _names(log)
     checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT.fullmatch(n)))
     since = checkpoints[-1][0] if checkpoints else -1
+    found: Protocol | None = None
     for version in sorted((int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))), reverse=True):
         if version <= since:
             break
-        text = _read(f"{log}/{version:020d}.json") or b""
-        for line in text.decode("utf-8", "replace").splitlines():
-            if '"protocol"' in line and (action := json.loads(line).get("protocol")):
-                return Protocol.of(action)
-    if "://" in log:  # a store's checkpoint is left to the engine: the commits since it said nothing
-        return None
-    for _, name in (c for c in checkpoints if c[0] == since):  # a checkpoint in parts: one holds it
-        rows = pq.read_table(f"{log}/{name}", columns=["protocol"]).column("protocol").to_pylist()
+        where = f"{log}/{version:020d}.json"
+        for action in _actions(_read(where), where, name or path):
+            if found is None and isinstance(action.get("protocol"), dict):
+                found = Protocol.of(action["protocol"])
+    if found is not None or "://" in log:  # a store's checkpoint is left to the engine
+        return found
+    for _, part in (c for c in checkpoints if c[0] == since):  # a checkpoint in parts: one holds it
+        rows = pq.read_table(f"{log}/{part}", columns=["protocol"]).column("protocol").to_pylist()
         for row in rows:
             if row and row.get("minReaderVersion") is not None:
                 return Protocol.of(row)
@@ -86,7 +113,7 @@ def table_protocol(path: str) -> Protocol | None:
 def check_protocol(path: str, name: str, writing: bool = False) -> None:
     """Exit 2 naming the table and what it needs when this release of tracelake cannot read it
     (or, `writing`, write it)."""
-    proto = table_protocol(path)
+    proto = table_protocol(path, name)
     if proto is None:
         return
     unknown = [f for f in proto.reader_features if f not in READER_FEATURES]
