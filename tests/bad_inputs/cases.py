@@ -369,9 +369,21 @@ def _damaged_lake(damage: str, *command: str):
         from deltalake import write_deltalake
 
         lake = raw / "lake2"
+        jobs = lake / "bronze" / "itp_jobs"
+        if damage in ("column", "constraint"):  # bronze.itp_jobs as its schema file says, then changed
+            from deltalake import DeltaTable
+
+            from tracelake.schema import load_schema
+
+            declared = load_schema("bronze.itp_jobs").arrow_schema()
+            extra = declared.append(pa.field("note", pa.string())) if damage == "column" else declared
+            DeltaTable.create(str(jobs), extra)
+            if damage == "constraint":
+                DeltaTable(str(jobs)).alter.add_constraint({"short_jobs": "duration < 1000"})
+            write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+            return [[*command, "--raw", str(raw), "--lake", str(lake)]]
         for table in ("itp_jobs", "zeus_train"):
             write_deltalake(str(lake / "bronze" / table), pa.table({"n": [1, 2, 3]}))
-        jobs = lake / "bronze" / "itp_jobs"
         commit = jobs / "_delta_log" / "00000000000000000000.json"
         if damage == "cut":
             commit.write_bytes(commit.read_bytes()[:100])
@@ -1069,6 +1081,13 @@ CASES = [
          "bronze.itp_jobs: its Delta log is damaged", stdout="sum(n)\n6\n"),
     Case("delta_log_cut_short_ingest", _damaged_lake("cut", "ingest", "itp"), 2,
          "/lake2/bronze/itp_jobs/_delta_log/00000000000000000000.json line 1 is not a JSON action"),
+    # another Delta writer changed a table: exit 2 naming it and the change (the engines failed
+    # mid-MERGE, exit 1: "Cannot resolve source column", a constraint violation)
+    Case("table_gained_a_column_from_another_writer", _damaged_lake("column", "ingest", "itp"), 2,
+         "bronze.itp_jobs: another Delta writer changed it: it has a column note (string) that the schema file "
+         "does not declare. tracelake writes the columns of schemas/bronze.itp_jobs.yaml"),
+    Case("table_gained_a_check_constraint_from_another_writer", _damaged_lake("constraint", "ingest", "itp"), 2,
+         "it has a CHECK constraint short_jobs (duration < 1000) that tracelake never set"),
     Case("table_folder_became_a_file_tables", _damaged_lake("file", "tables"), 0,
          "bronze.itp_jobs is not a table (", stdout="bronze.zeus_train,3,0,"),
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,

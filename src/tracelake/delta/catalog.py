@@ -13,10 +13,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.config import Config
-from tracelake.delta.protocol import DamagedLog, check_protocol
+from tracelake.delta.drift import check_unchanged
+from tracelake.delta.protocol import DamagedLog, check_protocol, read_log
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
-from tracelake.schema import LAYERS, TableSchema
+from tracelake.schema import LAYERS, TableSchema, table_schema
 
 
 @dataclass
@@ -151,7 +152,13 @@ def check_writable(config: Config) -> None:
     """Before a run reads or writes anything: every lake table's protocol is one this release
     writes (a run reads stored rows of its tables, and rebuilds tables across sources)."""
     for layer, table in list_lake_tables(config):
-        check_protocol(_seen_here(config, layer, table), config.table_name(layer, table), writing=True)
+        name, path = config.table_name(layer, table), _seen_here(config, layer, table)
+        check_protocol(path, name, writing=True)
+        try:
+            schema = table_schema(f"{layer}.{table}")
+        except TracelakeError:  # a table no schema file names: not tracelake's to write
+            continue
+        check_unchanged(read_log(path, name).metadata, schema, name)
 
 
 _warned: set[str] = set()

@@ -84,30 +84,44 @@ def _actions(text: bytes | None, where: str, name: str) -> list[dict]:
     return actions
 
 
-def table_protocol(path: str, name: str = "") -> Protocol | None:
-    """The table's current protocol: the newest commit that set one, else the newest checkpoint's.
-    Every commit since that checkpoint is read, as an engine reads them, and a damaged one stops
-    with DamagedLog; the commits before it are not, so the cost does not grow with the table."""
+@dataclass(frozen=True)
+class LogState:
+    protocol: Protocol | None
+    metadata: dict | None  # the newest metaData action: schemaString, partitionColumns, configuration
+
+
+def read_log(path: str, name: str = "") -> LogState:
+    """The table's current protocol and metadata: the newest commits that set them, else the
+    newest checkpoint's. Every commit since that checkpoint is read, as an engine reads them,
+    and a damaged one stops with DamagedLog; the commits before it are not, so the cost does
+    not grow with the table."""
     log = f"{path.rstrip('/')}/_delta_log"
     names = _names(log)
     checkpoints = sorted((int(m.group(1)), n) for n in names if (m := _CHECKPOINT.fullmatch(n)))
     since = checkpoints[-1][0] if checkpoints else -1
-    found: Protocol | None = None
+    found: dict[str, dict] = {}
     for version in sorted((int(m.group(1)) for n in names if (m := _COMMIT.fullmatch(n))), reverse=True):
         if version <= since:
             break
         where = f"{log}/{version:020d}.json"
         for action in _actions(_read(where), where, name or path):
-            if found is None and isinstance(action.get("protocol"), dict):
-                found = Protocol.of(action["protocol"])
-    if found is not None or "://" in log:  # a store's checkpoint is left to the engine
-        return found
-    for _, part in (c for c in checkpoints if c[0] == since):  # a checkpoint in parts: one holds it
-        rows = pq.read_table(f"{log}/{part}", columns=["protocol"]).column("protocol").to_pylist()
-        for row in rows:
-            if row and row.get("minReaderVersion") is not None:
-                return Protocol.of(row)
-    return None
+            for kind in ("protocol", "metaData"):
+                if kind not in found and isinstance(action.get(kind), dict):
+                    found[kind] = action[kind]
+    if len(found) < 2 and "://" not in log:  # a store's checkpoint is left to the engine
+        for _, part in (c for c in checkpoints if c[0] == since):  # a checkpoint in parts: one holds each
+            table = pq.read_table(f"{log}/{part}", columns=[k for k in ("protocol", "metaData") if k not in found])
+            for kind in table.column_names:
+                row = next((r for r in table.column(kind).to_pylist() if r), None)
+                if row is not None and kind not in found:
+                    found[kind] = row
+    proto = found.get("protocol")
+    usable = proto is not None and proto.get("minReaderVersion") is not None
+    return LogState(Protocol.of(proto) if usable else None, found.get("metaData"))
+
+
+def table_protocol(path: str, name: str = "") -> Protocol | None:
+    return read_log(path, name).protocol
 
 
 def check_protocol(path: str, name: str, writing: bool = False) -> None:
