@@ -117,3 +117,39 @@ def test_a_query_the_serve_answers_loads_no_engine_library_in_the_client(engine,
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
     assert not os.path.exists(record["answers"])
+
+
+SLOW = "SELECT sum(id % 13) AS s FROM range(50000000000)"  # minutes of work on 2 cores
+
+
+@pytest.mark.e2e  # a serve of its own per case: in `bash dev e2e`
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_command_whose_serve_stops_mid_query_exits_2_naming_it(engine, tmp_path, stop):
+    """The client of a serve that stops (SIGTERM as documented, or -9) under a running query
+    sees it within seconds, exit 2 naming the serve's pid; it used to wait on the client's
+    retries until something killed it."""
+    lake = _lake(engine, tmp_path)
+    process, _record = _serve(lake)
+    client = subprocess.Popen([sys.executable, "-m", "tracelake", "sql", "--lake", str(lake)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "RUST_LOG": "error"})
+    try:
+        client.stdin.write(SLOW + ";\n")
+        client.stdin.flush()
+        time.sleep(3)  # the query is under way
+        assert client.poll() is None
+        process.send_signal(stop)
+        process.wait(timeout=60)
+        stopped = time.monotonic()
+        out, err = client.communicate(timeout=60)
+        waited = time.monotonic() - stopped
+    finally:
+        for proc in (client, process):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert client.returncode == 2, err
+    assert err.strip().splitlines()[-1] == (
+        f"tracelake: error: the served engine (pid {process.pid}) stopped while this command used it; "
+        "run the command again (it starts an engine of its own)")
+    print(f"\nclient ended {waited:.1f} s after its serve")  # seconds, not minutes: the bound is the test's timeout

@@ -170,18 +170,30 @@ def _require_lake(config, stored: bool | None = None) -> None:
 def _start(config) -> Any:
     """The engine `tracelake serve` runs for this lake when there is one (a session of our own
     on it), else one of the command's own."""
-    from tracelake.app.serve import served_socket
+    from tracelake.app.serve import served_pid, served_socket, watch
     from tracelake.engine import attach_served, start_engine
 
     socket_path = served_socket(config, _tell)
-    if socket_path:
+    pid = served_pid(config)
+    if socket_path and pid is not None:
         try:
-            return attach_served(config, socket_path)
+            engine = attach_served(config, socket_path)
         except TracelakeError:
             raise
         except Exception as exc:  # noqa: BLE001 - it went away since: our own engine instead
             _tell(f"the served engine did not answer ({type(exc).__name__}); starting one")
+        else:
+            watch(pid, socket_path, _leave_now)
+            return engine
     return start_engine(config)
+
+
+def _leave_now(line: str) -> None:
+    """Exit 2 from any thread with one line: the engine this command used is gone, and the
+    client's own wait for it would not end."""
+    sys.stderr.write(f"tracelake: error: {line}\n")
+    sys.stderr.flush()
+    os._exit(2)
 
 
 @contextlib.contextmanager

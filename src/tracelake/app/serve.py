@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +89,25 @@ def served_socket(config: Config, tell: Callable[[str], None]) -> str | None:
     _remove(config)
     tell(f"the engine recorded in {record_path(config)} is gone: record removed; starting one")
     return None
+
+
+def served_pid(config: Config) -> int | None:
+    pid = (_read(config) or {}).get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+def watch(pid: int, socket_path: str, leave: Callable[[str], None]) -> threading.Thread:
+    """Call `leave` with one line once the serve `pid` ends (its process gone, or its socket):
+    a command attached to it otherwise waited on the client's retries until something killed
+    it (measured: a query whose serve got SIGTERM was still waiting a minute later)."""
+    def run() -> None:
+        while _alive(pid) and os.path.exists(socket_path):
+            time.sleep(POLL_S)
+        leave(f"the served engine (pid {pid}) stopped while this command used it; run the command again "
+              "(it starts an engine of its own)")
+    thread = threading.Thread(target=run, name="serve-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _write(config: Config, socket_path: Path, answers: Path | None = None) -> None:
