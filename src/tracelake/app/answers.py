@@ -1,6 +1,7 @@
 """`tracelake serve` answers `tracelake query` itself, so the client imports neither pyspark nor
 pandas: a question is one JSON line over a Unix socket beside the engine's (a 0700 folder, peers
-of another uid refused), and the answer is the exit code, the stderr line and the printed text.
+of another uid refused), and the answer is the printed text, in JSON lines of a megabyte as it
+comes, then the exit code and the stderr line.
 
 The serve process holds one session on its engine; questions are answered one at a time, through
 the same guard, schema answers and printer as a query with an engine of its own (statements.py,
@@ -43,8 +44,32 @@ def _read_line(conn: socket.socket) -> bytes:
     return b"".join(chunks).split(b"\n", 1)[0]
 
 
-def answer_question(engine, config, question: dict) -> dict:
-    """{"rc", "out", "err"} for one `query`: what the command would print and exit with."""
+CHUNK = 1 << 20  # printed text sent to the client a megabyte at a time
+
+
+class _Sender(io.TextIOBase):
+    """The printed text as JSON lines {"out": …} of about CHUNK characters each: an export never
+    sits whole in the serve or the client."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.parts, self.size = conn, [], 0
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= CHUNK:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        if self.parts:
+            self.conn.sendall(json.dumps({"out": "".join(self.parts)}).encode() + b"\n")
+            self.parts, self.size = [], 0
+
+
+def answer_question(engine, config, question: dict, out) -> dict:
+    """{"rc", "err"} for one `query`, its printed text written to `out` as it comes: what the
+    command would print and exit with."""
     from tracelake.app.cli import _one_line
     from tracelake.app.results import TABLE_ROWS, write_result
     from tracelake.app.statements import answer
@@ -54,15 +79,18 @@ def answer_question(engine, config, question: dict) -> dict:
     fmt = question.get("format") or "csv"
     limit = question.get("limit")
     limit = (limit or None) if limit is not None else (TABLE_ROWS if fmt == "table" else None)
-    out, err = io.StringIO(), io.StringIO()
+    err = io.StringIO()
     try:
         register_all(engine.spark, config)
-        write_result(answer(engine, config, str(question["sql"]), limit), fmt, out, question.get("width"), err)
-        return {"rc": 0, "out": out.getvalue(), "err": err.getvalue()}
+        write_result(answer(engine, config, str(question["sql"]), limit, stream=True), fmt, out,
+                     question.get("width"), err)
+        return {"rc": 0, "err": err.getvalue()}
     except TracelakeError as exc:
-        return {"rc": exc.exit_code, "out": "", "err": f"tracelake: error: {_one_line(exc)}\n"}
+        return {"rc": exc.exit_code, "err": f"tracelake: error: {_one_line(exc)}\n"}
+    except OSError:
+        raise  # the client went away: nothing to answer
     except Exception as exc:  # noqa: BLE001 - the command's one line, as main() prints it
-        return {"rc": 1, "out": "", "err": f"tracelake: error: {_one_line(exc)}\n"}
+        return {"rc": 1, "err": f"tracelake: error: {_one_line(exc)}\n"}
 
 
 class AnswerServer:
@@ -93,8 +121,10 @@ class AnswerServer:
                         continue
                     question = json.loads(_read_line(conn) or b"{}")
                     conn.settimeout(None)
+                    sender = _Sender(conn)
                     with self.lock:
-                        reply = answer_question(self.engine, self.config, question)
+                        reply = answer_question(self.engine, self.config, question, sender)
+                    sender.flush()
                     conn.sendall(json.dumps(reply).encode() + b"\n")
                 except (OSError, ValueError, KeyError):  # a client gone, or not a question: nothing to answer
                     continue

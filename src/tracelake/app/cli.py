@@ -444,8 +444,9 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
     with _engine(args) as (engine, config):
         register_all(engine.spark, config)
-        result = history_answer(engine, config, args.sql) or run_sql(engine.spark, args.sql, _limit(args), config)
-    _printed(args, result)
+        result = history_answer(engine, config, args.sql) or run_sql(engine.spark, args.sql, _limit(args), config,
+                                                                     stream=True)
+        _printed(args, result)  # rows streamed as they come: printed while the engine runs
     return 0
 
 

@@ -55,8 +55,9 @@ def _private_socket(path: Path) -> bool:
             and stat.S_ISSOCK(sock.st_mode) and sock.st_uid == os.geteuid())
 
 
-def _ask(path: Path, question: dict) -> dict | None:
-    """The serve's reply; None when it does not take the question (then main() goes on)."""
+def _ask(path: Path, question: dict, pid: int) -> int | None:
+    """The serve's answer, its printed text written as it comes; the exit code, or None when
+    the serve does not take the question (then main() goes on)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(5.0)
         try:
@@ -65,14 +66,20 @@ def _ask(path: Path, question: dict) -> dict | None:
         except OSError:
             return None
         conn.settimeout(None)  # a question takes the time it takes
-        chunks = []
-        while chunk := conn.recv(1 << 20):
-            chunks.append(chunk)
-    data = b"".join(chunks)
-    if not data.endswith(b"\n"):
-        return {"rc": 2, "out": "", "err": "tracelake: error: the served engine (pid {pid}) ended before it answered; "
-                                          "run the command again (it starts an engine of its own)\n"}
-    return json.loads(data)
+        print(f"tracelake: using the engine `tracelake serve` runs for this lake (pid {pid})", file=sys.stderr)
+        with conn.makefile("rb") as replies:
+            for line in replies:
+                if not line.endswith(b"\n"):
+                    break
+                reply = json.loads(line)
+                if "out" in reply:
+                    sys.stdout.write(str(reply["out"]))
+                    continue
+                sys.stderr.write(str(reply.get("err", "")))
+                return int(reply.get("rc", 1))
+    sys.stderr.write(f"tracelake: error: the served engine (pid {pid}) ended before it answered; "
+                     "run the command again (it starts an engine of its own)\n")
+    return 2
 
 
 def served_query(argv: list[str]) -> int | None:
@@ -97,11 +104,5 @@ def served_query(argv: list[str]) -> int | None:
         return None
     fmt = found.get("--format") or ("table" if sys.stdout.isatty() else "csv")
     limit = int(found["--limit"]) if "--limit" in found else None
-    reply = _ask(Path(answers), {"sql": found["sql"], "format": fmt, "limit": limit,
-                                 "width": shutil.get_terminal_size((120, 24)).columns})
-    if reply is None:
-        return None
-    print(f"tracelake: using the engine `tracelake serve` runs for this lake (pid {pid})", file=sys.stderr)
-    sys.stderr.write(str(reply.get("err", "")).replace("{pid}", str(pid)))
-    sys.stdout.write(str(reply.get("out", "")))
-    return int(reply.get("rc", 1))
+    return _ask(Path(answers), {"sql": found["sql"], "format": fmt, "limit": limit,
+                                "width": shutil.get_terminal_size((120, 24)).columns}, pid)

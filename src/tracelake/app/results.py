@@ -11,7 +11,7 @@ import json
 import math
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -55,7 +55,7 @@ def _text(value: Any) -> Any:
     return value
 
 
-def write_csv(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
+def write_csv(columns: Sequence[str], rows: Iterable[Sequence[Any]], out=None) -> None:
     writer = csv.writer(out or sys.stdout, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
@@ -90,11 +90,16 @@ def unique_names(columns: Sequence[str]) -> list[str]:
     return names
 
 
-def write_json(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None) -> None:
-    """One JSON array of objects, a row each."""
-    names = unique_names(columns)
-    records = [{c: _json_value(v) for c, v in zip(names, row)} for row in rows]
-    (out or sys.stdout).write(json.dumps(records, ensure_ascii=False, indent=1) + "\n")
+def write_json(columns: Sequence[str], rows: Iterable[Sequence[Any]], out=None) -> None:
+    """One JSON array of objects, a row each, written as the rows come (json.dumps of the whole
+    list, indent 1, would print the same text)."""
+    names, out = unique_names(columns), out or sys.stdout
+    first = True
+    for row in rows:
+        record = json.dumps({c: _json_value(v) for c, v in zip(names, row)}, ensure_ascii=False, indent=1)
+        out.write(("[\n " if first else ",\n ") + record.replace("\n", "\n "))
+        first = False
+    out.write("[]\n" if first else "\n]\n")
 
 
 def readable(value: Any) -> str:
@@ -186,8 +191,9 @@ def _plan_text(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[st
     return [line.rstrip() for text in texts for line in text.splitlines()]
 
 
-def write_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], out=None, total: int | None = None,
+def write_table(columns: Sequence[str], rows: Iterable[Sequence[Any]], out=None, total: int | None = None,
                 width: int | None = None) -> None:
+    rows = rows if isinstance(rows, Sequence) else list(rows)  # its widths need every row it shows
     lines = _plan_text(columns, rows) or aligned(columns, rows, total, width)
     (out or sys.stdout).write("\n".join(lines) + "\n")
 

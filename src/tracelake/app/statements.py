@@ -56,11 +56,39 @@ def _rows(table) -> list[tuple]:
     return list(zip(*(column.to_pylist() for column in table.columns)))
 
 
-def run_sql(spark, sql: str, limit: int | None = None, config=None) -> Result:
+def _arrow_parts(frame):
+    """The result as Arrow tables, as a Spark Connect server streams them (a batch at a time);
+    a classic session's whole (its driver holds the result anyway)."""
+    import pyarrow as pa
+
+    client = getattr(frame.sparkSession, "client", None)
+    stream = getattr(client, "to_table_as_iterator", None)
+    if stream is None:
+        yield frame.toArrow()
+        return
+    for part in stream(frame._plan.to_proto(client), frame._plan.observations):
+        if isinstance(part, pa.Table):
+            yield part
+
+
+def _streamed(frame, sql: str, config):
+    """Every row of `frame`, a batch held at a time; a failure while they come is one line."""
+    try:
+        for part in _arrow_parts(frame):
+            yield from _rows(part)
+    except statement_errors() as exc:
+        raise _failed(exc, sql, config) from exc
+
+
+def run_sql(spark, sql: str, limit: int | None = None, config=None, stream: bool = False) -> Result:
     """The statement's result; with `limit`, at most that many rows are fetched and `total`
-    says how many there were. Its mistakes become one line (app/sql_errors.py)."""
+    says how many there were; with `stream` and no limit, its rows are an iterator that holds a
+    batch at a time (an export larger than memory). Its mistakes become one line
+    (app/sql_errors.py)."""
     try:
         frame = spark.sql(sql)
+        if stream and not limit:
+            return Result(frame.columns, _streamed(frame, sql, config))  # columns: the statement checked first
         table = (frame.limit(limit + 1) if limit else frame).toArrow()
         total = None
         if limit and table.num_rows > limit:
@@ -104,9 +132,9 @@ def parser_message(spark, word: str) -> TracelakeError:
     return TracelakeError(f"query failed: {word} begins no statement")  # pragma: no cover - no parser takes it
 
 
-def answer(engine, config, sql: str, limit: int | None = None) -> Result:
+def answer(engine, config, sql: str, limit: int | None = None, stream: bool = False) -> Result:
     """A checked statement's result: from the schema files or the Delta log when they answer
-    it, else the engine (at most `limit` rows fetched)."""
+    it, else the engine (at most `limit` rows fetched; with `stream`, run_sql's)."""
     from tracelake.app.readonly import NotAStatement, check_read_only
 
     try:
@@ -114,4 +142,4 @@ def answer(engine, config, sql: str, limit: int | None = None) -> Result:
     except NotAStatement as exc:
         raise parser_message(engine.spark, exc.word) from None
     return (schema_answer(config, sql) or history_answer(engine, config, sql)
-            or run_sql(engine.spark, sql, limit, config))
+            or run_sql(engine.spark, sql, limit, config, stream))
