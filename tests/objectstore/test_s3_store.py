@@ -118,3 +118,42 @@ def test_refused_credentials(tmp_path):
             objectstore.check_reachable("s3://some-bucket/lake")
     assert str(refused.value).startswith("cannot use s3://some-bucket/lake: access denied: check the credentials")
     assert WRONG_SECRET not in str(refused.value)
+
+
+def test_an_endpoint_that_takes_the_connection_and_never_answers_is_refused_within_the_deadline(monkeypatch):
+    """A listener on 127.0.0.1 that accepts and says nothing: the look at the store ends with
+    the deadline named (the client's own timeouts and retries took 31 s)."""
+    import socket
+    import threading
+
+    held: list[socket.socket] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.settimeout(0.2)
+        stop = threading.Event()
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    held.append(listener.accept()[0])  # kept open, never answered
+                except OSError:
+                    continue
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+        monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+        monkeypatch.setattr(objectstore, "CHECK_DEADLINE_S", 2.0)
+        try:
+            with pytest.raises(TracelakeError, match=r"^cannot use s3://b/lake: the endpoint took the connection but "
+                                                     r"did not answer within 2 s \(AWS_ENDPOINT_URL"):
+                objectstore.check_reachable("s3://b/lake")
+        finally:
+            stop.set()
+            thread.join()
+            for conn in held:
+                conn.close()
+    assert held  # the client did connect

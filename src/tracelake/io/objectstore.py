@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
@@ -142,20 +143,44 @@ def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
         raise store_error(url, exc) from None
 
 
+CHECK_DEADLINE_S = 8.0  # the first look at a store, before any work: its answer or an exit 2
+
+
 def check_reachable(url: str) -> bool:
     """Whether anything is stored under `url`; a missing bucket, refused credentials or an
-    endpoint that does not answer raise a TracelakeError naming the URL (in seconds)."""
+    endpoint that does not answer raise a TracelakeError naming the URL, within
+    CHECK_DEADLINE_S: an endpoint that takes the connection and never answers otherwise held
+    the command for the client's timeouts and retries (31 s measured)."""
     fs, path = filesystem(url)
     bucket = path.split("/", 1)[0]
-    try:
+
+    def look() -> bool:
         if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
             raise TracelakeError(f"cannot use {url}: no such bucket")
-        found = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
-    except TracelakeError:
-        raise
-    except (OSError, pa.ArrowException) as exc:
-        raise store_error(url, exc) from None
-    return bool(found)
+        return bool(fs.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False)))
+
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["found"] = look()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="store-check", daemon=True)
+    worker.start()
+    worker.join(CHECK_DEADLINE_S)
+    if worker.is_alive():  # left to end with the process: a store call cannot be cancelled
+        raise TracelakeError(f"cannot use {url}: the endpoint took the connection but did not answer within "
+                             f"{CHECK_DEADLINE_S:.0f} s (AWS_ENDPOINT_URL or the store's address)")
+    error = outcome.get("error")
+    if isinstance(error, TracelakeError):
+        raise error
+    if isinstance(error, (OSError, pa.ArrowException)):
+        raise store_error(url, error) from None
+    if error is not None:
+        raise error
+    return bool(outcome["found"])
 
 
 def list_dirs(url: str) -> list[str]:
