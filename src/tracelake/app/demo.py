@@ -9,7 +9,6 @@ and the HTML report."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,7 @@ from tracelake.config import Config
 from tracelake.engine import Engine
 from tracelake.run.context import TableStats
 from tracelake.run.pipeline import Step, run_ingest
-from tracelake.run.registry import generate
-from tracelake.sources.zhejiang.synth.truth import check_against_truth
+from tracelake.run.registry import generate, truth_lines
 
 # the public ITP/ElasticFlow release, as the tour looks for it (the itp source reads both)
 ITP_ARCHIVES = ("raw-traces.tar.gz", "elasticflow-traces.tar.gz")
@@ -131,16 +129,6 @@ def _slowest(engine: Engine) -> list[str]:
     return out
 
 
-def _against_truth(engine: Engine, raw_dir: Path) -> list[str]:
-    """The correlation's verdicts held against the generated world's answers (ground_truth.json)."""
-    truth = raw_dir / "ground_truth.json"
-    if not truth.is_file():
-        return []
-    gold = engine.spark.sql("SELECT task_id, iteration, is_slow, suspect_reason, suspect_switch, suspect_port "
-                            "FROM gold.zj_iteration_network").collect()
-    return [check_against_truth([r.asDict() for r in gold], json.loads(truth.read_text(encoding="utf-8"))).line()]
-
-
 def _local_home(config: Config) -> Path:
     """Where the demo's generated raw files and its report go: beside the lake, or for a lake on
     object storage in its staging folder on this machine (one per lake)."""
@@ -167,7 +155,8 @@ def run_demo(engine: Engine, config: Config, step: Step) -> DemoSummary:
     lines.append(f"lake: {config.lake_root}")
     lines += _headlines(engine)
     lines += _slowest(engine)
-    lines += _against_truth(engine, dict(plan)["zhejiang"][0])
+    for source, (raw_dir, _) in plan:
+        lines += truth_lines(engine.spark, source, raw_dir)
     lines.append(f"report: {report[0]} ({len(report) - 1} figures)")
     lines.append('next: tracelake query "SELECT * FROM gold.zj_task_network_summary" · tracelake tables')
     return DemoSummary(_last_per_table(stats), lines, report)

@@ -96,6 +96,17 @@ def generate(
     return written
 
 
+def truth_lines(spark, source: str, raw_dir: str | Path) -> list[str]:
+    """What a generated world's answers say of the lake built from it: a synth module's
+    `held_against_truth(spark, raw_dir)` line, for the demo; [] for a source without one or a
+    folder the generator did not write."""
+    if source not in generator_names():
+        return []
+    check = getattr(importlib.import_module(f"{SOURCES}.{source}.{GENERATOR}"), "held_against_truth", None)
+    line = check(spark, Path(raw_dir)) if check is not None else None
+    return [line] if line else []
+
+
 def _refuse_foreign(source: str, out_dir: Path, paths: list[Path]) -> None:
     """Stop before a generator writes over a file it did not write (a real release's archive, say):
     the next ingest would load the synthetic rows as the real trace. Files an earlier generate

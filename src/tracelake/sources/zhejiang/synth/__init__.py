@@ -27,6 +27,7 @@ from tracelake.sources.zhejiang.synth.cluster import (
     write_cluster_workbook,
 )
 from tracelake.sources.zhejiang.synth.hourly import HourlyWriter
+from tracelake.sources.zhejiang.synth.truth import held_against_truth  # noqa: F401 - the registry asks the generator
 from tracelake.sources.zhejiang.synth.world import Episode, Task, World
 
 MANIFEST = "ground_truth.json"

@@ -4,8 +4,10 @@ it so a newcomer need not check by hand; the correlation tests assert on it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 Verdict = Mapping[str, Any]  # a gold.zj_iteration_network row: is_slow, suspect_reason/_switch/_port
@@ -39,3 +41,18 @@ def check_against_truth(gold: Iterable[Verdict], truth: Mapping[str, Any]) -> Tr
     decoys = tuple(sorted(k for k, v in verdicts.items() if v["suspect_reason"] != "none"
                           and (v["suspect_switch"], v["suspect_port"]) in decoy_ports))
     return TruthCheck(found, len(truth["episodes"]), decoys)
+
+
+GROUND_TRUTH = "ground_truth.json"
+VERDICTS = ("SELECT task_id, iteration, is_slow, suspect_reason, suspect_switch, suspect_port "
+            "FROM gold.zj_iteration_network")
+
+
+def held_against_truth(spark, raw_dir: Path) -> str | None:
+    """The demo's line on a lake built from a generated world in `raw_dir`; None for a release
+    that carries no ground truth (a real one)."""
+    truth = Path(raw_dir) / GROUND_TRUTH
+    if not truth.is_file():
+        return None
+    gold = [row.asDict() for row in spark.sql(VERDICTS).collect()]
+    return check_against_truth(gold, json.loads(truth.read_text(encoding="utf-8"))).line()
