@@ -10,13 +10,13 @@ from __future__ import annotations
 import gzip
 import lzma
 import re
-import shutil
 import tarfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from tracelake.errors import TracelakeError
+from tracelake.io.unpack import copy_bounded
 
 
 def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
@@ -63,7 +63,7 @@ def _copy_members(
             if source is None:  # pragma: no cover - isfile() guarantees a stream
                 continue
             with source, open(target, "wb") as fh:
-                shutil.copyfileobj(source, fh)
+                copy_bounded(source, fh, f"{archive.name}!{member.name}")
             out[member.name] = target
         _read_to_end(tar)
         return out

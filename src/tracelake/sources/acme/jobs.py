@@ -19,6 +19,7 @@ from tracelake.io.forms import find_one
 from tracelake.io.frames import union_all
 from tracelake.io.parse import parse_lines
 from tracelake.io.text import RawFile, check_header, read_raw_lines
+from tracelake.io.unpack import unpacked
 from tracelake.schema import TableSchema
 from tracelake.sources.acme.layout import CLUSTERS, FILE_NAME, KALOS_ONLY, RELEASE_FOLDER, SEREN_HEADER, TABLE
 
@@ -62,7 +63,8 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     files = []
     for cluster in CLUSTERS:
         name = FILE_NAME.format(cluster=cluster)
-        found = find_one(raw_dir, [name, f"{RELEASE_FOLDER}/{name}"], (".gz",))  # the engines read a .gz as it is
-        if found is not None:
-            files.append(RawFile(str(found.path), found.name, {"cluster": cluster}, aliases=found.aliases))
+        found = find_one(raw_dir, [name, f"{RELEASE_FOLDER}/{name}"], (".gz",))
+        if found is not None:  # a .gz unpacked into staging within io.unpack's bounds
+            path = unpacked(found.path, staging / "acme_jobs", found.name)
+            files.append(RawFile(str(path), found.name, {"cluster": cluster}, aliases=found.aliases))
     return [TableInput(TABLE, files, parse_acme_jobs)] if files else []

@@ -3,9 +3,7 @@ it is, .xz-compressed (the release compresses the groups file) or .gz-compressed
 
 from __future__ import annotations
 
-import lzma
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +12,6 @@ from tracelake.errors import TracelakeError
 if TYPE_CHECKING:
     from tracelake.api.contract import TableInput
     from tracelake.api.source import Source
-    from tracelake.io.storetree import StorePath
     from tracelake.io.text import RawFile
 
 TRAIN_FILE = "summary_train.csv"
@@ -22,47 +19,28 @@ POWER_FILE = re.compile(r"summary_power_([a-z0-9]+)\.csv")
 ALIBABA_FILE = "alibaba_groups.csv"
 
 
-def _decompressed(path: Path | StorePath, staging: Path) -> Path | StorePath:
-    """Spark reads no .xz: unpack it into the run's staging folder, streamed from the store when
-    it lies there (its compressed bytes are read once, never copied to this disk first)."""
-    from tracelake.io import objectstore
-
-    if path.suffix != ".xz":
-        return path
-    staging.mkdir(parents=True, exist_ok=True)
-    target = staging / path.stem
-    stored = objectstore.is_url(str(path))
-    try:
-        with (objectstore.open_input(str(path)) if stored else open(path, "rb")) as raw, \
-                lzma.open(raw) as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-    except lzma.LZMAError as exc:
-        raise TracelakeError(f"{path.name}: not a valid .xz file ({exc})") from exc
-    except EOFError:  # the stream ends before its end marker: a cut-off download
-        raise TracelakeError(f"{path.name}: truncated .xz file (the stream ends before its end marker)") from None
-    return target
-
-
-COMPRESSED = (".xz", ".gz")  # an .xz is unpacked into staging; the engines read a .gz as it is
+COMPRESSED = (".xz", ".gz")  # unpacked into staging within io.unpack's bounds
 
 
 def _one_form(raw_dir: Path, name: str, staging: Path, constants: dict | None = None) -> RawFile | None:
-    """`name`, `name.xz` (unpacked into staging) or `name.gz`, whichever is there; two is an
+    """`name`, `name.xz` or `name.gz` (unpacked into staging), whichever is there; two is an
     error. The other forms are the file's aliases: recompressing it replaces its rows."""
     from tracelake.io.forms import find_one
     from tracelake.io.text import RawFile
+    from tracelake.io.unpack import unpacked
 
     found = find_one(raw_dir, [name], COMPRESSED)
     if found is None:
         return None
-    return RawFile(str(_decompressed(found.path, staging / "zeus")), found.name, constants or {}, aliases=found.aliases)
+    return RawFile(str(unpacked(found.path, staging / "zeus", found.name)), found.name, constants or {},
+                   aliases=found.aliases)
 
 
 def read_in_place(relative: str) -> bool:
     """Whether the raw file at `relative` is left in the store (never copied whole to this disk):
     all of them. The engine's tasks read the plain CSVs at their URLs (their headers checked by a
-    ranged read of the start, io.text.check_header); an .xz one is streamed from its URL by this
-    process and unpacked into the run's staging (_decompressed)."""
+    ranged read of the start, io.text.check_header); an .xz or .gz one is streamed from its URL by this
+    process and unpacked into the run's staging (io.unpack.unpacked)."""
     return True
 
 
