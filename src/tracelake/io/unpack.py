@@ -71,3 +71,21 @@ def unpacked(path, staging: Path, name: str):
     except EOFError:  # the stream ends before its end marker: a cut-off download
         raise TracelakeError(f"{name}: truncated {kind} file (the stream ends before its end marker)") from None
     return target
+
+
+class _Nowhere:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def check_lines(path: str, name: str) -> None:
+    """Read `path` through the bounds, writing nothing (gzip undone for a `.gz` name, from its
+    store for a URL): for a compressed file the engine is about to read as text itself."""
+    from tracelake.io import objectstore
+
+    with (objectstore.open_input(path) if objectstore.is_url(path) else open(path, "rb")) as raw:
+        source = gzip.GzipFile(fileobj=raw, mode="rb") if path.endswith(".gz") else raw
+        try:
+            copy_bounded(source, _Nowhere(), name)
+        except (gzip.BadGzipFile, zlib.error, EOFError):
+            return  # a damaged stream: the engine's read names it (io.text.unreadable)
