@@ -391,6 +391,8 @@ def _damaged_lake(damage: str, *command: str):
             commit.write_bytes(b"")
         elif damage == "garbage":
             commit.write_bytes(b"\x00\x01 not a log\n")
+        elif damage == "data":
+            next(jobs.glob("*.parquet")).unlink()
         elif damage == "file":
             import shutil
 
@@ -1106,6 +1108,9 @@ CASES = [
          "does not declare. tracelake writes the columns of schemas/bronze.itp_jobs.yaml"),
     Case("table_gained_a_check_constraint_from_another_writer", _damaged_lake("constraint", "ingest", "itp"), 2,
          "it has a CHECK constraint short_jobs (duration < 1000) that tracelake never set"),
+    # the log's row count of a table whose data file is gone was printed as if it were there
+    Case("data_file_gone_tables", _damaged_lake("data", "tables"), 2,
+         "is gone, though its Delta log lists it: restore the file", stdout="bronze.itp_jobs,,,missing data file\n"),
     Case("table_folder_became_a_file_tables", _damaged_lake("file", "tables"), 0,
          "bronze.itp_jobs is not a table (", stdout="bronze.zeus_train,3,0,"),
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,

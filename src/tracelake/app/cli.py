@@ -457,9 +457,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    """Every table with its rows and last version; a table whose log is damaged is listed as
-    such beside the others, and the command then exits 2 naming it."""
-    from tracelake.delta.catalog import list_lake_tables, register
+    """Every table with its rows and last version; a table whose log is damaged, or whose data
+    file is gone, is listed as such beside the others, and the command then exits 2 naming it."""
+    from tracelake.delta.catalog import list_lake_tables, missing_data_files, register
     from tracelake.delta.maintenance import history
     from tracelake.delta.protocol import DamagedLog
 
@@ -473,6 +473,12 @@ def cmd_tables(args: argparse.Namespace) -> int:
             except DamagedLog as exc:
                 damaged.append(str(exc))
                 rows.append((name, None, None, "damaged log"))
+                continue
+            if gone := missing_data_files(config, layer, table):
+                more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
+                damaged.append(f"{name}: its data file {gone[0]} is gone{more}, though its Delta log lists it: "
+                               "restore the file, or remove the table and ingest again")
+                rows.append((name, None, None, "missing data file"))
                 continue
             count = engine.spark.table(name).count()
             last = history(engine, config.table_path(layer, table), 1)[0]

@@ -164,6 +164,17 @@ def check_writable(config: Config) -> None:
 _warned: set[str] = set()
 
 
+def missing_data_files(config: Config, layer: str, table: str) -> list[str]:
+    """The data files the table's log lists that are gone from a local lake (a row count read
+    from the log would still count their rows); [] for a lake in a store (not listed here)."""
+    if "://" in config.lake_root:
+        return []
+    from deltalake import DeltaTable
+
+    files = DeltaTable(_seen_here(config, layer, table)).file_uris()
+    return [f for f in files if not Path(f.removeprefix("file://")).exists()]
+
+
 def check_readable(config: Config, layer: str, table: str) -> None:
     """DamagedLog (or another TracelakeError) naming the table when this release cannot read it."""
     check_protocol(_seen_here(config, layer, table), config.table_name(layer, table))
