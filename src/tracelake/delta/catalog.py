@@ -180,6 +180,14 @@ def check_readable(config: Config, layer: str, table: str) -> None:
     check_protocol(_seen_here(config, layer, table), config.table_name(layer, table))
 
 
+def _unregister(spark: SparkSession, name: str) -> None:
+    """Forget `name` in this session: a name another lake's table held must not answer for a
+    table of this lake that cannot be read."""
+    names = _registered.setdefault(spark, _Names())
+    if names.tables.pop(name, None) is not None:
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
 def register_all(spark: SparkSession, config: Config) -> list[str]:
     """Register every readable table; a table whose log is damaged is left out with a warning
     naming it and the file, so the others still answer."""
@@ -191,6 +199,7 @@ def register_all(spark: SparkSession, config: Config) -> list[str]:
             if str(exc) not in _warned:  # once a process, however often a command registers
                 _warned.add(str(exc))
                 print(f"tracelake: warning: {exc}; the other tables read", file=sys.stderr)
+            _unregister(spark, config.table_name(layer, table))
             continue
         names.append(config.table_name(layer, table))
     return names
