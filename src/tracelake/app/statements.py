@@ -61,12 +61,11 @@ def _arrow_parts(frame):
     a classic session's whole (its driver holds the result anyway)."""
     import pyarrow as pa
 
-    client = getattr(frame.sparkSession, "client", None)
-    stream = getattr(client, "to_table_as_iterator", None)
-    if stream is None:
+    if not type(frame).__module__.startswith("pyspark.sql.connect"):  # a classic session has no client
         yield frame.toArrow()
         return
-    for part in stream(frame._plan.to_proto(client), frame._plan.observations):
+    client = frame.sparkSession.client
+    for part in client.to_table_as_iterator(frame._plan.to_proto(client), frame._plan.observations):
         if isinstance(part, pa.Table):
             yield part
 
