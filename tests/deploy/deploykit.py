@@ -98,12 +98,15 @@ def delta_versions(lake: Path) -> dict[str, int]:
 
 
 def table_rows(lake: Path, name: str, drop: tuple[str, ...] = ("ingest_ts", "ingest_run_id")) -> list[tuple]:
-    """Every row of a table, sorted, without the per-run lineage columns."""
+    """Every row of a table, sorted, without the per-run lineage columns; its values in the order
+    of the column names, since writers store columns in different orders (a table the local
+    profile creates keeps the schema file's; one made by a frame write has its partition
+    columns last)."""
     from deltalake import DeltaTable
 
     layer, table = name.split(".", 1)
     data = DeltaTable(str(lake / layer / table)).to_pyarrow_table()
-    keep = [c for c in data.column_names if c not in drop]
+    keep = sorted(c for c in data.column_names if c not in drop)
     rows = data.select(keep).to_pylist()
     return sorted((tuple(r.values()) for r in rows), key=repr)
 
