@@ -102,3 +102,28 @@ def tracelake_in_process(engine, *args: str, start=None) -> subprocess.Completed
             if value is not None:
                 spark.conf.set(key, value)
     return subprocess.CompletedProcess(["tracelake", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_measuring_peak(args: list[str], stdout, timeout_s: float = 600) -> tuple[int, str, int]:
+    """(exit code, stderr, peak resident bytes of the whole process tree) of the CLI run as a
+    process of its own, the tree sampled every 20 ms: the command and its engine together."""
+    import time
+
+    import psutil
+
+    process = subprocess.Popen([sys.executable, "-m", "tracelake", *args], stdout=stdout, stderr=subprocess.PIPE,
+                               env={**child_environ(), "RUST_LOG": "error"})
+    watched, peak, deadline = psutil.Process(process.pid), 0, time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline:
+        total = 0
+        for member in [watched, *watched.children(recursive=True)]:
+            try:
+                total += member.memory_info().rss
+            except psutil.Error:  # a child that just ended
+                continue
+        peak = max(peak, total)
+        time.sleep(0.02)
+    if process.poll() is None:
+        process.kill()
+    err = process.communicate()[1].decode()
+    return process.returncode, err, peak

@@ -3,26 +3,11 @@ so the whole process tree (the command and its engine) holds a batch at a time, 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
-import psutil
 import pytest
-from helpers import child_environ
+from helpers import run_measuring_peak
 
 BOUND_BYTES = 1 << 30  # the whole process tree, engine included: about 0.4 GB measured; 6.4 GB before
 EXPORT = "SELECT id, id * 3 AS tripled, concat('row-', CAST(id AS STRING)) AS label FROM range({rows})"
-
-
-def _tree_rss(process: psutil.Process) -> int:
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
-        try:
-            total += member.memory_info().rss
-        except psutil.Error:  # a child that just ended
-            continue
-    return total
 
 
 @pytest.mark.e2e  # a quarter of a minute: in `bash dev e2e`
@@ -31,17 +16,9 @@ def test_an_export_of_millions_of_rows_stays_within_a_gigabyte_for_the_process_t
     out_path = tmp_path / f"export.{fmt}"
     (tmp_path / "lake").mkdir()
     with open(out_path, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "tracelake", "query", EXPORT.format(rows=rows), "--format", fmt,
-                                    "--lake", str(tmp_path / "lake")],
-                                   stdout=out, stderr=subprocess.PIPE, env={**child_environ(), "RUST_LOG": "error"})
-        watched, peak, deadline = psutil.Process(process.pid), 0, time.monotonic() + 600
-        while process.poll() is None and time.monotonic() < deadline:
-            peak = max(peak, _tree_rss(watched))
-            time.sleep(0.05)
-        if process.poll() is None:
-            process.kill()
-        err = process.communicate()[1].decode()
-    assert process.returncode == 0, err
+        code, err, peak = run_measuring_peak(["query", EXPORT.format(rows=rows), "--format", fmt,
+                                              "--lake", str(tmp_path / "lake")], out)
+    assert code == 0, err
     print(f"\n{fmt} export of {rows:,} rows: peak {peak / 2**20:.0f} MiB for the process tree")
     assert 0 < peak < BOUND_BYTES
     ids = n = 0

@@ -6,12 +6,9 @@ import gzip
 import io
 import lzma
 import subprocess
-import sys
-import time
 
-import psutil
 import pytest
-from helpers import child_environ
+from helpers import run_measuring_peak
 
 from tracelake.errors import TracelakeError
 from tracelake.io.unpack import MAX_LINE_BYTES, copy_bounded
@@ -33,16 +30,6 @@ def test_lines_are_measured_across_chunks(monkeypatch, chunk_cut):
         copy_bounded(io.BytesIO(b"x" * 10), io.BytesIO(), "f.csv", max_line=9)  # no newline at all
     with pytest.raises(TracelakeError, match=r"^f.csv: unpacks to more than 0 GiB, the bound on one file"):
         copy_bounded(io.BytesIO(data), io.BytesIO(), "f.csv", max_bytes=len(data) - 1)
-
-
-def _tree_rss(process: psutil.Process) -> int:
-    total = 0
-    for member in [process, *process.children(recursive=True)]:
-        try:
-            total += member.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
 
 
 HUGE = 10 * MAX_LINE_BYTES  # ten times the bound on a line
@@ -71,18 +58,10 @@ def test_a_compressed_line_ten_times_the_bound_is_refused_in_little_memory(tmp_p
     for name, data in contents.items():
         (raw / name).parent.mkdir(parents=True, exist_ok=True)
         (raw / name).write_bytes(data)
-    process = subprocess.Popen([sys.executable, "-m", "tracelake", "ingest", source, "--raw", str(raw),
-                                "--lake", str(tmp_path / "lake")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**child_environ(), "RUST_LOG": "error"})
-    watched, peak, deadline = psutil.Process(process.pid), 0, time.monotonic() + 300
-    while process.poll() is None and time.monotonic() < deadline:
-        peak = max(peak, _tree_rss(watched))
-        time.sleep(0.02)
-    if process.poll() is None:
-        process.kill()
-    err = process.communicate()[1].decode()
+    code, err, peak = run_measuring_peak(["ingest", source, "--raw", str(raw), "--lake", str(tmp_path / "lake")],
+                                         subprocess.DEVNULL, timeout_s=300)
     print(f"\n{source}'s refused line: peak {peak / 2**20:.0f} MiB for the process tree")
-    assert process.returncode == 2, err
+    assert code == 2, err
     assert err.strip().splitlines()[-1] == (
         f"tracelake: error: {where} is longer than 8 MiB, the bound on one line "
         "(a compressed file that unpacks to one huge line is refused, not read)")
