@@ -153,12 +153,13 @@ def check_writable(config: Config) -> None:
     writes (a run reads stored rows of its tables, and rebuilds tables across sources)."""
     for layer, table in list_lake_tables(config):
         name, path = config.table_name(layer, table), _seen_here(config, layer, table)
-        check_protocol(path, name, writing=True)
+        state = read_log(path, name)  # once: its protocol and its metadata
+        check_protocol(path, name, writing=True, state=state)
         try:
             schema = table_schema(f"{layer}.{table}")
         except TracelakeError:  # a table no schema file names: not tracelake's to write
             continue
-        check_unchanged(read_log(path, name).metadata, schema, name)
+        check_unchanged(state.metadata, schema, name)
 
 
 _warned: set[str] = set()

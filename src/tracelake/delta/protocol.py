@@ -124,10 +124,10 @@ def table_protocol(path: str, name: str = "") -> Protocol | None:
     return read_log(path, name).protocol
 
 
-def check_protocol(path: str, name: str, writing: bool = False) -> None:
+def check_protocol(path: str, name: str, writing: bool = False, state: LogState | None = None) -> None:
     """Exit 2 naming the table and what it needs when this release of tracelake cannot read it
-    (or, `writing`, write it)."""
-    proto = table_protocol(path, name)
+    (or, `writing`, write it); `state`: the log as read_log read it already."""
+    proto = (state or read_log(path, name)).protocol
     if proto is None:
         return
     unknown = [f for f in proto.reader_features if f not in READER_FEATURES]
