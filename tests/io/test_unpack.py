@@ -64,5 +64,5 @@ def test_a_compressed_line_ten_times_the_bound_is_refused_in_little_memory(tmp_p
     assert code == 2, err
     assert err.strip().splitlines()[-1] == (
         f"tracelake: error: {where} is longer than 8 MiB, the bound on one line "
-        "(a compressed file that unpacks to one huge line is refused, not read)")
+        "(a line this long is refused, not read)")
     assert 0 < peak < 1 << 30  # the engine, its Python worker and the command: 0.3-0.55 GB measured

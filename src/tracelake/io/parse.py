@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
-from tracelake.io.text import RawFile, check_header, read_raw_lines
+from tracelake.io.text import HEADER_AGAIN, RawFile, check_header, read_raw_lines
 from tracelake.schema import Column as ColumnSpec
 from tracelake.schema import TableSchema
 
@@ -198,6 +198,10 @@ def finish(
         frame = frame.select(*[c for c in frame.columns if c not in typed], *values)
         values = [F.col(c.name) for c in schema.data_columns]
     errors = problem_messages(problems)
+    if HEADER_AGAIN in frame.columns:  # a header line mid-file: that reason alone (read_lines)
+        again = F.col(HEADER_AGAIN)
+        errors = F.when(again.isNotNull(), F.array(again)).otherwise(errors)
+        problems, key = [(again.isNotNull(), again), *problems], [*key, HEADER_AGAIN]
     if failed_only and problems:
         failed = reduce(Column.__or__, [cond for cond, _ in problems])
         no_errors = F.array().cast("array<string>")

@@ -60,6 +60,8 @@ def regular_file(path: str | Path | StorePath, name: str) -> Path | StorePath:
 
 
 HEAD_BYTES = 1 << 16  # what a first-line check reads of an object in a store
+HEADER_AGAIN = "_header_again"  # read_lines: the reason of a header line repeated mid-file, else null
+SCAN_BYTES = 1 << 22
 
 
 def _open_binary(path: str | Path, mode: str = "rb"):
@@ -91,6 +93,18 @@ def _open_text(path: str | Path) -> io.TextIOBase:
 
         return io.TextIOWrapper(io.BytesIO(read_head(str(path), HEAD_BYTES)), encoding="utf-8", newline="")
     return open(path, encoding="utf-8", newline="")
+
+
+@contextlib.contextmanager
+def open_binary_input(path: str | Path) -> Iterator[io.BufferedIOBase]:
+    """The file's bytes as the engine reads them: gzip undone for a `.gz` name, a URL streamed
+    from its store."""
+    with _open_binary(path) as binary:
+        if str(path).endswith(".gz"):
+            with gzip.GzipFile(fileobj=binary, mode="rb") as inflated:
+                yield inflated
+        else:
+            yield binary
 
 
 @contextlib.contextmanager
@@ -154,8 +168,16 @@ def unreadable(files: Sequence[RawFile]) -> TracelakeError | None:
     """After the engine failed to read `files`: the first one that is not UTF-8 text or whose
     gzip stream is cut short or corrupt, as a user-facing error naming it; None when every file
     reads. check_header decodes only the start of a file and the engine's own error names no
-    file, so this reads each file whole: it runs on the error path only."""
+    file, so this reads each file whole: it runs on the error path only. A line longer than
+    io.unpack's bound is named first: the engines fail on one (a 300 MB line: Sail's result
+    message over its limit, exit 1) without naming the file."""
+    from tracelake.io.unpack import check_lines
+
     for raw in files:
+        try:
+            check_lines(raw.path, raw.name)
+        except TracelakeError as exc:
+            return exc
         try:
             opener = _open_binary
             if raw.path.endswith(".gz"):
@@ -198,6 +220,52 @@ def _line_endings(raw: RawFile) -> tuple[bool, bool]:
     return first.startswith(b"\xef\xbb\xbf"), first.endswith(b"\r\n")
 
 
+def header_lines_again(path: str | Path, header: str, loose: bool) -> list[int]:
+    """The numbers of the lines after the first that read_lines would take for `header` (two
+    files joined by hand repeat it): `loose` as read_lines reads a line with its BOM and CR
+    stripped. One pass of bytes.find holding one chunk, and a second pass counting lines only
+    when a header is found (bench/header_scan.py)."""
+    text = header.encode()
+    starts = [b"\n" + text, b"\n\xef\xbb\xbf" + text] if loose else [b"\n" + text]
+    ends = (b"\n", b"\r\n") if loose else (b"\n",)
+    found, base, carry = [], 0, b""  # base: the file offset of data[0]
+    with open_binary_input(path) as fh:
+        while True:
+            chunk = fh.read(SCAN_BYTES)
+            data = carry + (chunk or b"\n")  # at the end, a last line with no newline of its own
+            for start in starts:
+                at = data.find(start)
+                while at >= 0:
+                    if data.startswith(ends, at + len(start)):
+                        found.append(base + at)
+                    at = data.find(start, at + 1)
+            if not chunk:
+                break
+            keep = max(0, len(data) - len(starts[-1]) - 2)  # a header may straddle the chunks
+            base, carry = base + keep, data[keep:]
+    return _line_numbers(path, sorted(set(found))) if found else []
+
+
+def _line_numbers(path: str | Path, offsets: list[int]) -> list[int]:
+    """The number of the line that begins right after each newline at `offsets` (ascending)."""
+    numbers, newlines, base = [], 0, 0
+    with open_binary_input(path) as fh:
+        while offsets and (chunk := fh.read(SCAN_BYTES)):
+            while offsets and offsets[0] < base + len(chunk):
+                numbers.append(newlines + chunk.count(b"\n", 0, offsets[0] - base) + 2)
+                offsets = offsets[1:]
+            newlines, base = newlines + chunk.count(b"\n"), base + len(chunk)
+    return numbers
+
+
+def header_again_reason(line: int) -> str:
+    return f"line {line:,} repeats the file's header line (files joined?): not a data line"
+
+
+def _strips_endings(raw: RawFile, detect_endings: bool) -> bool:
+    return not detect_endings or any(_line_endings(raw))
+
+
 def read_lines(spark: SparkSession, files: list[RawFile], header: str, *, detect_endings: bool = False) -> DataFrame:
     """The one reader of raw text for every parser: the data lines of `files` (a line equal to
     `header` is a header and dropped) with `source_file`, `raw_line` and the constants their
@@ -205,19 +273,29 @@ def read_lines(spark: SparkSession, files: list[RawFile], header: str, *, detect
     would hide the header) and a line's CR are stripped; `detect_endings` strips them only in
     files whose first line has them, since a per-row regex costs seconds per real hour of port
     counters. Lines are split on "\n" alone: with the default separator Sail yields an empty
-    extra line where a split falls between the "\r" and "\n" of a CRLF file (measured)."""
+    extra line where a split falls between the "\r" and "\n" of a CRLF file (measured).
+    A header line after the first (files joined) is a row of its own with HEADER_AGAIN saying
+    so, for the parse to set aside (io.parse.finish): read = kept + quarantined still holds."""
     if not files:
         raise TracelakeError("no input files to read")
     constant_names = sorted({k for f in files for k in f.constants})
+    again = [(raw, n) for raw in files for n in header_lines_again(raw.path, header, _strips_endings(raw, detect_endings))]
     frames = []
     for raw in files:
         line = F.col("value")
-        if not detect_endings or any(_line_endings(raw)):
+        if _strips_endings(raw, detect_endings):
             line = F.regexp_replace(line, "^\ufeff|\r$", "")
         cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
         cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]
+        cols += [F.lit(None).cast("string").alias(HEADER_AGAIN)] if again else []
         frames.append(spark.read.option("lineSep", "\n").text(str(raw.path)).select(*cols))
-    return union_all(frames).filter(F.col("raw_line") != F.lit(header))
+    lines = union_all(frames).filter(F.col("raw_line") != F.lit(header))
+    if not again:
+        return lines
+    rows = [(raw.name, header, *[raw.constants.get(k) for k in constant_names], header_again_reason(n))
+            for raw, n in again]
+    ddl = ", ".join(f"`{c}` string" for c in lines.columns)
+    return lines.unionByName(spark.createDataFrame(rows, ddl))
 
 
 def read_raw_lines(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:

@@ -22,7 +22,7 @@ CHUNK = 1 << 20
 
 def _too_long(name: str, line: int, limit: int) -> TracelakeError:
     return TracelakeError(f"{name}: line {line:,} is longer than {limit >> 20} MiB, the bound on one line "
-                          "(a compressed file that unpacks to one huge line is refused, not read)")
+                          "(a line this long is refused, not read)")
 
 
 def copy_bounded(source: BinaryIO, target: BinaryIO, name: str, max_line: int = MAX_LINE_BYTES,

@@ -169,7 +169,20 @@ def _files_of(rows: DataFrame, most: int = 3) -> list[str]:
 
 def commit_table(spark: SparkSession, config: Config, run: Run, prepared: PreparedTable) -> TableStats:
     """Write a prepared table: kept rows to bronze, set-aside rows to quarantine, the gate's
-    results to ops.quality_results; returns what happened to every row read."""
+    results to ops.quality_results; returns what happened to every row read. The engine may
+    fail only now on what it read (a line of hundreds of MB set aside): the file is then named
+    as prepare_table names it."""
+    try:
+        return _commit_table(spark, config, run, prepared)
+    except TracelakeError:
+        raise
+    except Exception:
+        if (problem := unreadable(prepared.files)) is not None:
+            raise problem from None
+        raise
+
+
+def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: PreparedTable) -> TableStats:
     schema, gate, files = prepared.schema, prepared.gate, prepared.files
     data_cols = [c.name for c in schema.data_columns]
     kept, set_aside = split_by_gate(spark, prepared.good, gate)

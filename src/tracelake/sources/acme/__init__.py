@@ -23,9 +23,10 @@ def release_data_dir(raw_dir: Path) -> Path:
 
 def read_in_place(relative: str) -> bool:
     """Whether the engine's tasks read the raw file at `relative` at its URL (from a store it is
-    never copied): every file. This process opens none whole: the job and utilization CSVs'
-    headers come from ranged reads of their start, the tasks read the CSVs (a `.gz` inflated as
-    it streams), and what the plan ignores (the release's util_pkl) is never fetched."""
+    never copied): every file. The utilization CSVs' headers come from ranged reads of their
+    start, the tasks read them (a `.gz` inflated as it streams); the job CSVs stream through this
+    process once, for a header repeated inside (io.text.read_lines), and a `.gz` one is unpacked
+    to staging; what the plan ignores (the release's util_pkl) is never fetched."""
     return True
 
 

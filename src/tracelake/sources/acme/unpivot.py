@@ -36,6 +36,8 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.io.text import HEADER_AGAIN
+
 DUPLICATE_REASON = "duplicate Time row"
 MAX_INLINE_KEYS = 20_000
 FILE_INTS = ("file_id", "series_id", "n_cols", "time_pos", "id_pos")
@@ -66,22 +68,25 @@ def split_lines(lines: DataFrame, naive_zone: str) -> DataFrame:
     time_raw = F.when(F.col("time_pos") == 0, F.substring_index(F.col("line"), ",", 1)).otherwise(
         F.get(fields, F.col("time_pos"))).cast("string")
     id_raw = F.when(F.col("id_pos") >= 0, F.get(fields, F.col("id_pos")))
+    again = [F.col(HEADER_AGAIN)] if HEADER_AGAIN in lines.columns else []  # a header line mid-file
+    if again:  # its cells, values of none: the line's reason alone
+        values = F.when(again[0].isNull(), values).otherwise(F.array_repeat(F.lit(None).cast("string"), F.col("n_cols")))
     split = lines.select(
-        *FILE_INTS, values.alias("values"), time_raw.alias("time_raw"), id_raw.alias("id_raw"),
-        F.when(~count_ok, F.col("line")).alias("bad_line"),
+        *FILE_INTS, *again, values.alias("values"), time_raw.alias("time_raw"), id_raw.alias("id_raw"),
+        F.when(~count_ok | (again[0].isNotNull() if again else F.lit(False)), F.col("line")).alias("bad_line"),
         F.when(~count_ok, F.concat(F.lit("expected "), F.col("n_cols").cast("string"),
                                    F.lit(" fields, found "), F.size(fields).cast("string")))
         .alias("count_error"),
     ).withColumn("ts", epoch_or_timestamp(F.col("time_raw"), naive_zone))
     error = F.coalesce(
-        F.col("count_error"),
+        *again, F.col("count_error"),
         F.when(F.col("ts").isNull(), F.concat(
             F.lit("Time: '"), F.coalesce(F.col("time_raw"), F.lit("")),
             F.lit("' is not epoch seconds or a yyyy-MM-dd HH:mm:ss[XXX] time"))),
         F.when((F.col("id_pos") >= 0) & (F.coalesce(F.length("id_raw"), F.lit(0)) == 0),
                F.lit("node: missing value")),
     )
-    return split.withColumn("line_error", error).drop("count_error")
+    return split.withColumn("line_error", error).drop("count_error", *[HEADER_AGAIN] * bool(again))
 
 
 def line_key(line_keys: list[str]) -> Column:

@@ -67,7 +67,16 @@ from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.staging import Checked, Scratch, stage, write_staged
 from tracelake.io.storetree import as_folder, listed_size
-from tracelake.io.text import RawFile, file_size, open_text, quoted_content, regular_file
+from tracelake.io.text import (
+    HEADER_AGAIN,
+    RawFile,
+    file_size,
+    header_again_reason,
+    header_lines_again,
+    open_text,
+    quoted_content,
+    regular_file,
+)
 from tracelake.io.unpack import check_lines
 from tracelake.schema import TableSchema
 from tracelake.sources.acme import unpivot, widepass
@@ -234,14 +243,20 @@ def read_wide_lines(spark: SparkSession, files: list[dict]) -> DataFrame:
 
     Each entry of `files` gives path, header_line and the ints file_id, series_id (files of one
     series share it, e.g. the monthly files of a metric), n_cols, time_pos and id_pos (position
-    of a per-row id column such as the server, -1 when none). The header line is not data."""
+    of a per-row id column such as the server, -1 when none). The header line is not data; the
+    header once more further down is a line of its own with HEADER_AGAIN saying so (io.text)."""
+    again = {f["file_id"]: header_lines_again(f["path"], f["header_line"], loose=True) for f in files}
+    marked = [F.lit(None).cast("string").alias(HEADER_AGAIN)] if any(again.values()) else []
     frames = []
     for f in files:
         line = F.regexp_replace(F.col("value"), "\r$", "")
         ints = [F.lit(int(f[name])).alias(name) for name in FILE_INTS]
-        frame = spark.read.text(f["path"]).select(*ints, line.alias("line"))
+        frame = spark.read.text(f["path"]).select(*ints, line.alias("line"), *marked)
         header = f["header_line"]
         frames.append(frame.filter(~F.col("line").isin(header, "\ufeff" + header)))
+        if again[f["file_id"]]:
+            rows = [(*[int(f[name]) for name in FILE_INTS], header, header_again_reason(n)) for n in again[f["file_id"]]]
+            frames.append(spark.createDataFrame(rows, frame.schema))
     return union_all(frames)
 
 
@@ -501,7 +516,7 @@ def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header
         if exact:
             chosen = [e for e in entries if e["series_id"] in exact]
             for raw, entry in zip(files, entries):  # the engine reads these as text: no line past the bound
-                if entry["series_id"] in failed and raw.path.endswith(".gz"):
+                if entry["series_id"] in failed:
                     check_lines(raw.path, raw.name)
             parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging))
         if keys:
