@@ -67,3 +67,22 @@ def test_query_of_a_large_result_fetches_only_what_it_shows(engine, monkeypatch)
     assert lines[3].replace(" ", "") == "1|1.5|…|1"
     csv = tracelake_in_process(engine, "query", "SELECT id FROM range(100)", "--limit", "3")
     assert csv.stdout == "id\n0\n1\n2\n" and "100 rows, 3 printed (--limit)" in csv.stderr
+
+
+MIXED = ("SELECT 1 AS a, 2 AS a, CAST(id AS DECIMAL(10,2)) AS d, "
+         "TIMESTAMP'2024-05-24 12:00:01.5' + make_interval(0, 0, 0, 0, 0, 0, id) AS ts, DATE'2024-05-24' AS day, "
+         "CASE WHEN id % 2 = 0 THEN NULL ELSE concat('x', id) END AS s, id / 4 AS f, id % 2 = 0 AS b, "
+         "CAST(NULL AS TIMESTAMP) AS none FROM range(70000) ORDER BY ts")
+
+
+@pytest.mark.portable
+def test_streamed_rows_are_the_rows_of_the_whole_result(engine):
+    """An export's streamed rows (a Connect server's batches, a classic session's partitions
+    in parts of CLASSIC_PART_ROWS) are the whole result's, value for value and type for type."""
+    from tracelake.app.statements import run_sql
+
+    whole, streamed = run_sql(engine.spark, MIXED), run_sql(engine.spark, MIXED, stream=True)
+    rows = list(streamed.rows)
+    assert list(streamed.columns) == list(whole.columns) == ["a", "a", "d", "ts", "day", "s", "f", "b", "none"]
+    assert len(rows) == 70_000 and rows == list(whole.rows)
+    assert str(rows[3][3]) == "2024-05-24 12:00:04.500000+00:00" and rows[3][5] == "x3" and rows[2][5] is None
