@@ -167,6 +167,25 @@ def _check_submit_mode(config: Config) -> None:
         )
 
 
+WORKER_PYTHON = re.compile(r"Python in worker has different version:? (\S+) than that in driver:? ([\d.]+)")
+WORKER_MODULE = re.compile(r"Error from python worker:.*?ModuleNotFoundError: No module named '([^']+)'", re.DOTALL)
+
+
+def explain_worker_failure(text: str) -> str | None:
+    """The fix, in one line, when the engine's Python workers cannot run tracelake's functions:
+    another Python minor version than the driver's (a cluster's workers installed apart), or a
+    Python without a package the functions import. Spark says so only deep inside a task's trace."""
+    if found := WORKER_PYTHON.search(text):
+        worker, driver = found.groups()
+        return (f"the engine's Python workers run Python {worker}, this driver Python {driver}; PySpark needs "
+                f"the same minor version on both: point PYSPARK_PYTHON (spark.pyspark.python under spark-submit) "
+                f"at a Python {driver} with tracelake's packages on every worker")
+    if found := WORKER_MODULE.search(text):
+        return (f"the engine's Python workers have no module '{found.group(1)}': point PYSPARK_PYTHON "
+                f"(spark.pyspark.python under spark-submit) at a Python with tracelake's packages on every worker")
+    return None
+
+
 def explain_engine_error(exc: BaseException) -> str | None:
     """The root cause of a JVM-side failure (py4j's Py4JJavaError only names the Java call,
     e.g. `o1199.save`), with the fix when it is a known one; None for other errors."""

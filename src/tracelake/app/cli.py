@@ -661,6 +661,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clear line, not a stack trace
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
+        from tracelake.engine import explain_worker_failure
+
+        if worker := explain_worker_failure(str(exc)):
+            print(f"tracelake: error: {worker}", file=sys.stderr)
+            return 2
         refused = _machine_refused(exc)
         if refused:  # the same as an OSError in Python: the engine's writer met a full disk, say
             print(f"tracelake: error: cannot write or read a file: {refused} (the engine: {_one_line(exc)})",
