@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run `tracelake ingest` through spark-submit, in one of two modes:
 #
-#   remote  (SPARK_REMOTE=sc://host:port): the driver script talks to a Spark Connect server
-#           (Sail, Spark Connect, Databricks); no --master, no --packages, profile `connect`.
+#   remote  (SPARK_REMOTE=sc://host:port[/;token=…]): the driver script talks to a Spark Connect
+#           server (Sail, Apache Spark's SparkConnectServer, Databricks); no --master, no
+#           --packages, profile `connect`; a token in the URL never reaches a command line.
 #   cluster (default; SPARK_MASTER, default local[*]): classic Spark with the delta-spark jars
 #           (the cached ones of .jars/ by --jars, else from Maven by --packages), profile `spark`.
 #
@@ -50,12 +51,15 @@ if [[ -n "${SPARK_REMOTE:-}" ]]; then
         exit 2
     fi
     if [[ "$SPARK_REMOTE" != sc://* ]]; then
-        echo "$0: SPARK_REMOTE must look like sc://host:port, got '$SPARK_REMOTE'" >&2
+        echo "$0: SPARK_REMOTE must look like sc://host:port, got '${SPARK_REMOTE%%;*}'" >&2
         exit 2
     fi
-    # the connect profile takes the URL from spark-submit's --remote; no jars: the server has Delta
+    # no jars: the server has Delta. The URL's parameters (a token) stay off the command line,
+    # where any user's `ps` shows them: the driver takes the whole URL from TRACELAKE_CONNECT_URL,
+    # spark-submit's --remote only the server's address
+    export TRACELAKE_CONNECT_URL="${TRACELAKE_CONNECT_URL:-$SPARK_REMOTE}"
     exec "$SPARK_SUBMIT" \
-        --remote "$SPARK_REMOTE" \
+        --remote "${SPARK_REMOTE%%/;*}" \
         --name "tracelake-ingest-$SOURCE" \
         "$REPO_ROOT/jobs/ingest.py" "$SOURCE" \
         --raw "$RAW_DIR" \

@@ -24,8 +24,9 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 @contextlib.contextmanager
-def spark_connect_server(base: Path) -> Iterator[str]:
-    """Yields the URL with its token: sc://localhost:PORT/;token=…"""
+def spark_connect_server(base: Path, master: str = "local[2]") -> Iterator[str]:
+    """Yields the URL with its token: sc://localhost:PORT/;token=… (`master`: e.g.
+    local-cluster[2,1,1024], two executor JVMs of their own)."""
     conf = base / "conf"
     conf.mkdir(mode=0o700, parents=True)
     defaults = conf / "spark-defaults.conf"
@@ -43,7 +44,7 @@ def spark_connect_server(base: Path) -> Iterator[str]:
     log = base / "connect-server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [str(SPARK_SUBMIT), "--master", "local[2]", "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            [str(SPARK_SUBMIT), "--master", master, "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
              "--name", "tracelake-connect", "--jars", jars, "spark-internal"],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
