@@ -69,12 +69,7 @@ def cache_dir(version: str | None = None) -> Path:
 
 def cached_jars(version: str | None = None) -> list[Path] | None:
     """The cached jars of a finished fetch, None when there is none (or it is incomplete)."""
-    folder = cache_dir(version)
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        return None
-    jars = [folder / name for name in manifest.read_text().split()]
-    return jars if jars and all(j.is_file() for j in jars) else None
+    return _cached_in(cache_dir(version))
 
 
 def _pyspark_artifacts() -> set[str]:
@@ -103,30 +98,73 @@ def _cannot_fetch(reason: str) -> TracelakeError:
         f"/path/delta-storage-{delta_version()}.jar (spark-submit --jars)")
 
 
+def hadoop_version() -> str:
+    """The Hadoop release pyspark ships (hadoop-client-api-<version>.jar): hadoop-aws must match it."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    found = sorted(m.group("version") for j in jars.glob("hadoop-client-api-*.jar") if (m := _JAR_VERSION.match(j.name)))
+    if not found:
+        raise TracelakeError(f"pyspark's jars ({jars}) hold no hadoop-client-api jar: cannot choose hadoop-aws")
+    return found[-1]
+
+
+def s3a_package() -> str:
+    return f"org.apache.hadoop:hadoop-aws:{hadoop_version()}"
+
+
+def fetch_s3a(quiet: bool = True) -> list[Path]:
+    """hadoop-aws of pyspark's Hadoop and the AWS SDK bundle it names (about 640 MB, fetched
+    once, only by a `spark` profile session on an s3:// or s3a:// lake)."""
+    folder = cache_root() / f"hadoop-aws-{hadoop_version()}"
+    return _cached_in(folder) or _fetch(s3a_package(), folder, quiet, _cannot_fetch_s3a)
+
+
+def _cannot_fetch_s3a(reason: str) -> TracelakeError:
+    return TracelakeError(
+        f"cannot fetch {s3a_package()} from Maven Central ({reason}), and none is cached in {cache_root()}; "
+        f"fetch it where Maven Central answers, or name the jars yourself: --conf spark_conf.spark.jars=... "
+        f"(hadoop-aws-{hadoop_version()}.jar and the AWS SDK bundle it names)")
+
+
 def fetch(quiet: bool = True) -> list[Path]:
     """The jars, from the cache or else from Maven Central (once), into the cache."""
     jars = cached_jars()
     if jars is not None:
         return jars
+    jars = _fetch(delta_package(), cache_dir(), quiet, _cannot_fetch)
+    check_jar_versions([str(j) for j in jars])
+    return jars
+
+
+def _cached_in(folder: Path) -> list[Path] | None:
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return None
+    jars = [folder / name for name in manifest.read_text().split()]
+    return jars if jars and all(j.is_file() for j in jars) else None
+
+
+def _fetch(package: str, folder: Path, quiet: bool, cannot) -> list[Path]:
+    """`package` and its runtime dependencies that pyspark does not ship, by Maven, into `folder`."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise _cannot_fetch("no `mvn` on PATH")
-    folder = cache_dir()
+        raise cannot("no `mvn` on PATH")
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".fetch-") as work:
         pom, out = Path(work) / "pom.xml", Path(work) / "jars"
-        pom.write_text(_pom(delta_package()))
+        pom.write_text(_pom(package))
         if not quiet:
-            print(f"tracelake: fetching {delta_package()} with Maven into {folder} ...", file=sys.stderr)
+            print(f"tracelake: fetching {package} with Maven into {folder} ...", file=sys.stderr)
         try:
             done = subprocess.run(
                 [mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={out}",
                  "-DincludeScope=runtime"], capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired:
-            raise _cannot_fetch("Maven did not finish in 15 minutes") from None
+            raise cannot("Maven did not finish in 15 minutes") from None
         if done.returncode != 0:
             lines = [ln.strip() for ln in (done.stdout + done.stderr).splitlines() if "ERROR" in ln and ln.strip()]
-            raise _cannot_fetch(lines[0].removeprefix("[ERROR]").strip()[:300] if lines else f"mvn exit {done.returncode}")
+            raise cannot(lines[0].removeprefix("[ERROR]").strip()[:300] if lines else f"mvn exit {done.returncode}")
         shipped = _pyspark_artifacts()
         keep = sorted(j.name for j in out.glob("*.jar")
                       if (m := _JAR_VERSION.match(j.name)) and m.group("artifact") not in shipped)
@@ -137,10 +175,9 @@ def fetch(quiet: bool = True) -> list[Path]:
         if folder.exists():
             shutil.rmtree(folder)
         out.rename(folder)
-    jars = cached_jars()
+    jars = _cached_in(folder)
     if jars is None:  # pragma: no cover - the manifest was just written
-        raise _cannot_fetch(f"the fetch left no jars in {folder}")
-    check_jar_versions([str(j) for j in jars])
+        raise cannot(f"the fetch left no jars in {folder}")
     return jars
 
 

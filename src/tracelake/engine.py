@@ -27,6 +27,7 @@ from pyspark.sql import SparkSession
 from tracelake import deltajars, private_engine
 from tracelake.config import SESSION_TIME_ZONE, TIME_ZONE_KEY, UTC_SPELLINGS, Config, spark_submit_remote
 from tracelake.errors import TracelakeError, first_line
+from tracelake.io import s3a
 
 JAR_KEYS = ("spark.jars", "spark.jars.packages")  # a user's own way to the Delta jars: theirs wins
 
@@ -403,7 +404,12 @@ def _start_classic(config: Config) -> Engine:
         elif not any(conf.get(k) for k in JAR_KEYS):
             # run directly (not by spark-submit, which brings its --packages): the cached jars
             if not os.environ.get("PYSPARK_GATEWAY_PORT"):
-                conf["spark.jars"] = ",".join(str(j) for j in deltajars.fetch(quiet=False))  # checked as fetched
+                jars = deltajars.fetch(quiet=False)  # checked as fetched
+                if s3a.wanted(config.lake_root):
+                    jars = [*jars, *deltajars.fetch_s3a(quiet=False)]
+                conf["spark.jars"] = ",".join(str(j) for j in jars)
+        if s3a.wanted(config.lake_root):
+            conf = {**s3a.settings(), **conf}  # the user's spark_conf wins
         for key, value in conf.items():
             builder = builder.config(key, value)
         spark, owns = builder.getOrCreate(), True

@@ -71,7 +71,7 @@ def store_error(url: str, exc: BaseException) -> TracelakeError:
     return TracelakeError(f"cannot use {url}: {_scrub(text.splitlines()[0])}")
 
 
-def _endpoint() -> tuple[str | None, str]:
+def s3_endpoint() -> tuple[str | None, str]:
     """(host[:port] of a custom S3 endpoint or None, its scheme), from AWS_ENDPOINT_URL_S3 or
     AWS_ENDPOINT_URL, the variables the AWS SDKs and Sail read."""
     url = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -125,7 +125,7 @@ def filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     scheme = check_store_url(url).split("://", 1)[0].lower()
     rest = url.split("://", 1)[1].strip("/")
     if scheme in ("s3", "s3a"):
-        endpoint, endpoint_scheme = _endpoint()
+        endpoint, endpoint_scheme = s3_endpoint()
         if endpoint_scheme == "http" and not _allow_http():
             # the engine and deltalake would refuse it later, with less clear words
             raise TracelakeError(f"cannot use {url}: its endpoint http://{endpoint} is plain http, which needs "
