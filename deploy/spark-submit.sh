@@ -71,10 +71,14 @@ fi
 # the delta-spark release of the driver's pip package: its cached jars (python -m tracelake.deltajars,
 # which `bash dev` runs) shipped with --jars, else Maven coordinates that spark-submit resolves itself
 DELTA_JARS="$("$PYTHON_BIN" -c 'from tracelake.deltajars import cached_jars; j = cached_jars(); print(",".join(map(str, j or [])))')"
+# a lake in S3: hadoop-aws and the AWS SDK bundle it names, fetched once into the same cache
+S3A_JARS="$("$PYTHON_BIN" -c 'import sys; from tracelake.io.s3a import wanted; from tracelake.deltajars import fetch_s3a
+print(",".join(map(str, fetch_s3a(quiet=False))) if wanted(sys.argv[1]) else "")' "$LAKE_DIR")"
 if [[ -n "$DELTA_JARS" ]]; then
-    JAR_FLAGS=(--jars "$DELTA_JARS")
+    JAR_FLAGS=(--jars "$DELTA_JARS${S3A_JARS:+,$S3A_JARS}")
 else
-    JAR_FLAGS=(--packages "$("$PYTHON_BIN" -c 'from tracelake.deltajars import delta_package; print(delta_package())')")
+    PACKAGES="$("$PYTHON_BIN" -c 'from tracelake.deltajars import delta_package; print(delta_package())')"
+    JAR_FLAGS=(--packages "$PACKAGES" ${S3A_JARS:+--jars "$S3A_JARS"})
 fi
 
 exec "$SPARK_SUBMIT" \

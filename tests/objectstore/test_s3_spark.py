@@ -1,6 +1,6 @@
 """The `spark` profile (classic Spark with delta-spark) on a lake in an S3 bucket, through
 hadoop-aws's S3A, against the S3 server on 127.0.0.1 (moto, s3kit.py): ingest with raw files
-local and in the bucket, `tables` and `query` on `s3://` and `s3a://`, a re-run that commits
+local and in the bucket (those through deploy/spark-submit.sh), `tables` and `query` on `s3://` and `s3a://`, a re-run that commits
 nothing, and the local profile reading the same lake. The counts equal a local-profile ingest
 of the same files into a folder."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers import rows
@@ -16,6 +17,7 @@ from tracelake.run.registry import generate
 
 pytestmark = pytest.mark.e2e  # the end-to-end set: `bash dev e2e`
 
+SUBMIT = Path(__file__).resolve().parents[2] / "deploy" / "spark-submit.sh"
 SUM = "SELECT count(*) AS n, sum(num_gpu) AS gpus FROM bronze.itp_jobs"
 
 
@@ -42,7 +44,11 @@ def test_the_spark_profile_ingests_into_an_s3_lake_that_both_profiles_read(s3_se
     spark = {**s3_env, "TRACELAKE_PROFILE": "spark"}
 
     tracelake(spark, "ingest", "itp", "--raw", str(raw_itp), "--lake", lake)
-    tracelake(spark, "ingest", "zeus", "--raw", f"s3://{bucket}/raw/zeus", "--lake", lake)
+    # Zeus from the bucket, through deploy/spark-submit.sh (which adds the S3A jars for an S3 lake)
+    submitted = subprocess.run(["bash", str(SUBMIT), "zeus", f"s3://{bucket}/raw/zeus", lake], capture_output=True,
+                               text=True, env={**s3_env, "RUST_LOG": "error", "PYSPARK_PYTHON": sys.executable},
+                               timeout=900)
+    assert submitted.returncode == 0 and "ingest summary" in submitted.stdout, submitted.stderr[-3000:]
     for source, raw in (("itp", raw_itp), ("zeus", raw_zeus)):
         tracelake(s3_env, "ingest", source, "--raw", str(raw), "--lake", local_lake)
     on_spark, local = listing(spark, lake), listing(s3_env, local_lake)
