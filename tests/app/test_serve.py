@@ -153,3 +153,41 @@ def test_a_command_whose_serve_stops_mid_query_exits_2_naming_it(engine, tmp_pat
         f"tracelake: error: the served engine (pid {process.pid}) stopped while this command used it; "
         "run the command again (it starts an engine of its own)")
     print(f"\nclient ended {waited:.1f} s after its serve")  # seconds, not minutes: the bound is the test's timeout
+
+
+NOTEBOOK = """
+import sys, tracelake
+lake = tracelake.open(sys.argv[1])
+print("opened", flush=True)
+for _ in range(2):  # the query in flight when the serve stops, then one after
+    try:
+        lake.sql(sys.argv[2]).rows()
+    except tracelake.errors.TracelakeError as exc:
+        print(exc, flush=True)
+print("still running", flush=True)
+"""
+
+
+@pytest.mark.e2e  # a serve of its own: in `bash dev e2e`
+def test_a_notebook_whose_serve_stops_mid_query_gets_an_error_and_keeps_running(engine, tmp_path):
+    """tracelake.open attached to a serve that stops: the query in flight and the next one end
+    in a TracelakeError naming the serve within seconds, and the notebook's process goes on (a
+    command exits 2; a notebook's kernel must not)."""
+    lake = _lake(engine, tmp_path)
+    process, _record = _serve(lake)
+    client = subprocess.Popen([sys.executable, "-c", NOTEBOOK, str(lake), SLOW], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "RUST_LOG": "error"})
+    try:
+        assert client.stdout.readline() == "opened\n"
+        time.sleep(3)  # the query is under way
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        out, err = client.communicate(timeout=60)
+    finally:
+        for proc in (client, process):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    said = (f"the served engine (pid {process.pid}) stopped while this lake used it; open the lake again "
+            "(it starts an engine of its own)")
+    assert (client.returncode, out.splitlines()) == (0, [said, said, "still running"]), err[-3000:]

@@ -15,8 +15,9 @@ engine logs only errors, and nothing is written to the working folder.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tracelake.errors import TracelakeError
@@ -45,10 +46,11 @@ class Frame:
     def _run(self, fetch):
         from tracelake.app.statements import _failed, statement_errors
 
-        try:
-            return fetch(self._frame())
-        except statement_errors() as exc:
-            raise _failed(exc, self._statement, self._lake.config) from exc
+        with self._lake._served():
+            try:
+                return fetch(self._frame())
+            except statement_errors() as exc:
+                raise _failed(exc, self._statement, self._lake.config) from exc
 
     def to_arrow(self):
         """A pyarrow Table (columns of one name all kept)."""
@@ -75,18 +77,32 @@ class Frame:
 
         if self._answer is not None:
             return "\n".join(aligned(self._answer.columns, self._answer.rows))
-        shown = run_sql(self._lake._engine.spark, self._statement, self._limit or TABLE_ROWS, self._lake.config)
+        with self._lake._served():
+            shown = run_sql(self._lake._engine.spark, self._statement, self._limit or TABLE_ROWS, self._lake.config)
         return "\n".join(aligned(shown.columns, shown.rows, shown.total))
 
 
 class Lake:
     """An open lake: `sql(statement)`, `table(name)`, `tables()`, `close()`."""
 
-    def __init__(self, config, engine) -> None:
-        self.config, self._engine = config, engine
+    def __init__(self, config, engine, gone: list[str] | None = None) -> None:
+        self.config, self._engine, self._gone = config, engine, gone if gone is not None else []
         from tracelake.delta.catalog import register_all
 
         register_all(engine.spark, config)
+
+    @contextlib.contextmanager
+    def _served(self) -> Iterator[None]:
+        """A call on the engine; when the serve it was attached to stopped (watch_serve), its
+        one line instead of whatever the closed channel raised."""
+        if self._gone:
+            raise TracelakeError(self._gone[0])
+        try:
+            yield
+        except Exception:
+            if self._gone:
+                raise TracelakeError(self._gone[0]) from None
+            raise
 
     def tables(self) -> list[str]:
         """The lake's tables, as `layer.table`."""
@@ -116,9 +132,9 @@ class Lake:
         return self.sql(f"SELECT * FROM {name}")
 
     def close(self) -> None:
-        if self._engine is not None:
+        if self._engine is not None and not self._gone:  # a stopped serve's session has nothing to end
             self._engine.stop()
-            self._engine = None
+        self._engine = None
 
     def __enter__(self) -> Lake:
         return self
@@ -146,7 +162,17 @@ def open_lake(lake: str | os.PathLike | None = None, *, profile: str | None = No
         config = load_config(profile=profile, overrides=overrides, conf_pairs=[*conf, "spark_conf.spark.log.level=OFF"])
     stored = objectstore.check_reachable(config.lake_root) if objectstore.is_url(config.lake_root) else None
     _require_lake(config, stored)
-    engine = _start(config)
-    opened = Lake(config, engine)
+    gone: list[str] = []
+
+    def lost(line: str) -> None:
+        """The serve this lake used stopped: a notebook stays up; calls in flight end now, as
+        the closed channel cancels them, and every later call says so (Lake._served)."""
+        gone.append(line.replace("this command used it; run the command again (it starts an engine of its own)",
+                                 "this lake used it; open the lake again (it starts an engine of its own)"))
+        with contextlib.suppress(Exception):
+            engine.spark.client.close()
+
+    engine = _start(config, lost)
+    opened = Lake(config, engine, gone)
     atexit.register(opened.close)
     return opened
