@@ -224,12 +224,16 @@ def _cli_ingest(release: Path, lake: Path, flags: tuple[str, ...] = (), command:
     started = time.perf_counter()
     argv = command or [sys.executable, "-m", "tracelake", "ingest", "zhejiang", "--raw", str(release),
                        "--lake", str(lake), *flags]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "RUST_LOG": "error", **(env or {})})
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    if status != 0:
-        raise SystemExit(f"tracelake ingest failed: {process.stderr.read()[-2000:]}")
+    # stderr to a file: a pipe nobody reads while waiting stalls a chatty driver (Spark's log
+    # lines under spark-submit filled it, and its scheduler blocked on the write)
+    with tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                   env={**os.environ, "RUST_LOG": "error", **(env or {})})
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        if status != 0:
+            err.seek(0)
+            raise SystemExit(f"tracelake ingest failed: {err.read()[-2000:]}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024 / 1024
 
 
@@ -259,7 +263,7 @@ def _spark_runs(release: Path, work: Path, spark: bool, cluster: bool):
     if not cluster:
         yield runs
         return
-    sys.path.insert(0, str(REPO / "tests" / "deploy"))
+    sys.path[:0] = [str(REPO / "tests" / "deploy"), str(REPO / "tests")]  # the cluster helper and its own helpers
     from standalone import standalone_cluster
 
     with standalone_cluster(work / "cluster", workers=2, cores=1, memory="3g") as live:
