@@ -20,7 +20,7 @@ def _floor_plan() -> set[str]:
     for line in plan.splitlines():
         if m := re.match(r"  ([a-z_]+)/\s", line):
             package = m.group(1)
-        for name in re.findall(r"\b([a-z_]+\.py)\b", line):
+        for name in re.findall(r"\b([a-z_][a-z0-9_]*\.py)\b", line):
             found.add(f"{package}/{name}" if line.startswith("    ") and package else name)
     return found
 
