@@ -169,9 +169,9 @@ def _require_lake(config, stored: bool | None = None) -> None:
 
 def _start(config, leave: Any = None) -> Any:
     """The engine `tracelake serve` runs for this lake when there is one (a session of our own
-    on it), else one of the command's own. `leave` is called with one line if that serve stops
-    under us (a command's default: exit 2 at once)."""
-    from tracelake.app.serve import served_pid, served_socket, watch
+    on it), else one of the command's own. `leave` is called with the serve's pid if it stops
+    under us (a command's default: exit 2 at once, with one line)."""
+    from tracelake.app.serve import served_pid, served_socket, stopped_line, watch
     from tracelake.engine import attach_served, start_engine
 
     socket_path = served_socket(config, _tell)
@@ -184,7 +184,7 @@ def _start(config, leave: Any = None) -> Any:
         except Exception as exc:  # noqa: BLE001 - it went away since: our own engine instead
             _tell(f"the served engine did not answer ({type(exc).__name__}); starting one")
         else:
-            watch(pid, socket_path, leave or _leave_now)
+            watch(pid, socket_path, leave or (lambda p: _leave_now(stopped_line(p, "this command", "run the command again"))))
             return engine
     return start_engine(config)
 

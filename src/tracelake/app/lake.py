@@ -151,6 +151,7 @@ def open_lake(lake: str | os.PathLike | None = None, *, profile: str | None = No
     """The lake at `lake` (a folder or an object-store URL; default: conf's lake_root), read-only.
     `conf` takes KEY=VALUE overrides as `--conf` does."""
     from tracelake.app.cli import _require_lake, _start
+    from tracelake.app.serve import stopped_line
     from tracelake.config import load_config
     from tracelake.io import objectstore
 
@@ -164,11 +165,10 @@ def open_lake(lake: str | os.PathLike | None = None, *, profile: str | None = No
     _require_lake(config, stored)
     gone: list[str] = []
 
-    def lost(line: str) -> None:
+    def lost(pid: int) -> None:
         """The serve this lake used stopped: a notebook stays up; calls in flight end now, as
         the closed channel cancels them, and every later call says so (Lake._served)."""
-        gone.append(line.replace("this command used it; run the command again (it starts an engine of its own)",
-                                 "this lake used it; open the lake again (it starts an engine of its own)"))
+        gone.append(stopped_line(pid, "this lake", "open the lake again"))
         with contextlib.suppress(Exception):
             engine.spark.client.close()
 

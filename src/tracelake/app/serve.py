@@ -96,15 +96,19 @@ def served_pid(config: Config) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
-def watch(pid: int, socket_path: str, leave: Callable[[str], None]) -> threading.Thread:
-    """Call `leave` with one line once the serve `pid` ends (its process gone, or its socket):
-    a command attached to it otherwise waited on the client's retries until something killed
-    it (measured: a query whose serve got SIGTERM was still waiting a minute later)."""
+def stopped_line(pid: int, user: str, again: str) -> str:
+    """What a client says when the serve it used ends (`user`: "this command", …)."""
+    return f"the served engine (pid {pid}) stopped while {user} used it; {again} (it starts an engine of its own)"
+
+
+def watch(pid: int, socket_path: str, leave: Callable[[int], None]) -> threading.Thread:
+    """Call `leave` with the serve's pid once it ends (its process gone, or its socket): a
+    command attached to it otherwise waited on the client's retries until something killed it
+    (measured: a query whose serve got SIGTERM was still waiting a minute later)."""
     def run() -> None:
         while _alive(pid) and os.path.exists(socket_path):
             time.sleep(POLL_S)
-        leave(f"the served engine (pid {pid}) stopped while this command used it; run the command again "
-              "(it starts an engine of its own)")
+        leave(pid)
     thread = threading.Thread(target=run, name="serve-watch", daemon=True)
     thread.start()
     return thread

@@ -262,10 +262,6 @@ def header_again_reason(line: int) -> str:
     return f"line {line:,} repeats the file's header line (files joined?): not a data line"
 
 
-def _strips_endings(raw: RawFile, detect_endings: bool) -> bool:
-    return not detect_endings or any(_line_endings(raw))
-
-
 def read_lines(spark: SparkSession, files: list[RawFile], header: str, *, detect_endings: bool = False) -> DataFrame:
     """The one reader of raw text for every parser: the data lines of `files` (a line equal to
     `header` is a header and dropped) with `source_file`, `raw_line` and the constants their
@@ -279,11 +275,12 @@ def read_lines(spark: SparkSession, files: list[RawFile], header: str, *, detect
     if not files:
         raise TracelakeError("no input files to read")
     constant_names = sorted({k for f in files for k in f.constants})
-    again = [(raw, n) for raw in files for n in header_lines_again(raw.path, header, _strips_endings(raw, detect_endings))]
+    strips = [not detect_endings or any(_line_endings(raw)) for raw in files]  # one look at each file's start
+    again = [(raw, n) for raw, loose in zip(files, strips) for n in header_lines_again(raw.path, header, loose)]
     frames = []
-    for raw in files:
+    for raw, loose in zip(files, strips):
         line = F.col("value")
-        if _strips_endings(raw, detect_endings):
+        if loose:
             line = F.regexp_replace(line, "^\ufeff|\r$", "")
         cols = [F.lit(raw.name).alias("source_file"), line.alias("raw_line")]
         cols += [F.lit(raw.constants.get(k)).cast("string").alias(k) for k in constant_names]

@@ -86,7 +86,7 @@ def split_lines(lines: DataFrame, naive_zone: str) -> DataFrame:
         F.when((F.col("id_pos") >= 0) & (F.coalesce(F.length("id_raw"), F.lit(0)) == 0),
                F.lit("node: missing value")),
     )
-    return split.withColumn("line_error", error).drop("count_error", *[HEADER_AGAIN] * bool(again))
+    return split.withColumn("line_error", error).drop("count_error", *([HEADER_AGAIN] if again else []))
 
 
 def line_key(line_keys: list[str]) -> Column:
