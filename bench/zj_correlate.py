@@ -181,12 +181,12 @@ def score(raw: Path, gold_parquet: Path, hours: int) -> str:
 
     def blamed(task_id: str, iteration: int) -> tuple[str, str]:
         row = gold.loc[(task_id, iteration)]
-        return row["suspect_switch"], row["suspect_port"]
+        return row["suspect_device_name"], row["suspect_port_name"]
 
     found = sum(any(blamed(h["task_id"], i) == (e["switch"], e["port"])
                     for h in e["slowed_iterations"] for i in h["iterations"]) for e in inside)
     flagged = gold[gold["suspect_reason"] != "none"]
-    wrong = sum((r.suspect_switch, r.suspect_port) not in {(episodes[c]["switch"], episodes[c]["port"])
+    wrong = sum((r.suspect_device_name, r.suspect_port_name) not in {(episodes[c]["switch"], episodes[c]["port"])
                                                            for c in causes.get(k, []) if c in episodes}
                 for k, r in flagged.iterrows())
     return f"recall {found}/{len(inside)}, precision {len(flagged) - wrong}/{len(flagged)}"

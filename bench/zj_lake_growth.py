@@ -109,7 +109,7 @@ def tasks_by_hour(lake: Path) -> dict[str, frozenset]:
     if actions is None:
         return {}
     found: dict[str, set] = {}
-    for task, hour in zip(actions["partition.task_id"], actions["partition.start_hour_cst"]):
+    for task, hour in zip(actions["partition.task_id"], actions["partition.hour_cst"]):
         found.setdefault(hour, set()).add(task)
     return {hour: frozenset(t) for hour, t in found.items()}
 

@@ -43,7 +43,8 @@ def spark_types() -> dict[str, T.DataType]:
 
 
 LAYERS = ("bronze", "silver", "gold", "quarantine", "ops")
-COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values", "non_finite"}
+COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "format", "null_values", "non_finite",
+               "formerly"}
 TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
 LINEAGE_FILE = "_lineage.yaml"
 TABLE_NAME = re.compile(r"([a-z]+)\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -60,6 +61,7 @@ class Column:
     format: str | None = None  # e.g. a timestamp pattern
     null_values: tuple[str, ...] = ()  # raw spellings of "no value" besides the empty field
     non_finite: bool = False  # a float column that may hold NaN/±Infinity (else such a value is a parse problem)
+    formerly: tuple[str, ...] = ()  # its names in lakes written by earlier releases (delta/migrate.py renames them)
 
     @property
     def spark_type(self) -> T.DataType:
@@ -143,7 +145,15 @@ def _column(raw: dict[str, Any], where: str) -> Column:
         format=raw.get("format"),
         null_values=tuple(str(v) for v in raw.get("null_values") or ()),
         non_finite=bool(raw.get("non_finite", False)),
+        formerly=_names(raw.get("formerly")),
     )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A name or a list of names, as a tuple."""
+    if value is None:
+        return ()
+    return (str(value),) if isinstance(value, str) else tuple(str(v) for v in value)
 
 
 @cache
@@ -167,6 +177,9 @@ def parse_schema(data: dict[str, Any], where: str) -> TableSchema:
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise TracelakeError(f"{where}: duplicate column names")
+    reused = sorted({old for c in columns for old in c.formerly} & set(names))
+    if reused:  # a migration could not tell the old column from the new one
+        raise TracelakeError(f"{where}: {', '.join(reused)} is a column's former name and another column's name")
     keys = tuple(data.get("keys") or ())
     partition_by = tuple(data.get("partition_by") or ())
     for col in keys + partition_by:

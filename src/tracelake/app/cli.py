@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("csv", "json", "table"), help="table on a terminal, csv when piped (default)")
     _common(p)
 
+    p = sub.add_parser("migrate", help="rename the columns of tables an earlier release wrote to this release's "
+                                       "names (docs/naming.md); an ingest does it too")
+    _common(p)
+
     p = sub.add_parser("describe", help="print a table's documentation from its schema file")
     p.add_argument("table", help="layer.table, e.g. bronze.itp_jobs")
 
@@ -574,6 +578,19 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from tracelake.delta.catalog import check_writable
+    from tracelake.delta.lock import lake_write_lock
+    from tracelake.delta.migrate import rename_all
+
+    with _engine(args, need_lake=True) as (engine, config), lake_write_lock(config, on_wait=_tell):
+        found = check_writable(config)
+        rename_all(engine.spark, config, found, say=print)
+    if not found:
+        print("nothing to migrate: every table has this release's column names")
+    return 0
+
+
 def _utc(timestamp_ms: int | None):
     from datetime import UTC, datetime
 
@@ -589,7 +606,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
     "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
-    "serve": cmd_serve, "sql": cmd_sql,
+    "serve": cmd_serve, "sql": cmd_sql, "migrate": cmd_migrate,
 }
 
 

@@ -52,7 +52,7 @@ HEADLINES = {
 
 SLOWEST = (
     "SELECT task_id, iteration, round(duration_s, 2) AS duration_s, round(slowdown, 2) AS slowdown, "
-    "suspect_reason, suspect_switch, suspect_port, round(suspect_score, 2) AS score "
+    "suspect_reason, suspect_device_name, suspect_port_name, round(suspect_score, 2) AS score "
     "FROM gold.zj_iteration_network WHERE is_slow AND suspect_reason <> 'none' "
     "ORDER BY slowdown DESC, task_id, iteration LIMIT 5"
 )
@@ -124,7 +124,7 @@ def _slowest(engine: Engine) -> list[str]:
     for r in rows:
         out.append(
             f"  {r.task_id} iter {r.iteration}: {r.duration_s} s = {r.slowdown}x baseline -> "
-            f"{r.suspect_reason} at {r.suspect_switch} {r.suspect_port} (score {r.score})"
+            f"{r.suspect_reason} at {r.suspect_device_name} {r.suspect_port_name} (score {r.score})"
         )
     return out
 

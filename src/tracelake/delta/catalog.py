@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.delta.drift import check_unchanged
+from tracelake.delta.migrate import Renaming, renaming
 from tracelake.delta.protocol import DamagedLog, check_protocol, read_log
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
@@ -148,9 +149,11 @@ def _listed_tables(root: str) -> list[tuple[str, str]]:
     return found
 
 
-def check_writable(config: Config) -> None:
+def check_writable(config: Config) -> list[Renaming]:
     """Before a run reads or writes anything: every lake table's protocol is one this release
-    writes (a run reads stored rows of its tables, and rebuilds tables across sources)."""
+    writes (a run reads stored rows of its tables, and rebuilds tables across sources). Returns
+    the tables an earlier release wrote under other column names, which the run renames first."""
+    found = []
     for layer, table in list_lake_tables(config):
         name, path = config.table_name(layer, table), _seen_here(config, layer, table)
         state = read_log(path, name)  # once: its protocol and its metadata
@@ -159,7 +162,11 @@ def check_writable(config: Config) -> None:
             schema = table_schema(f"{layer}.{table}")
         except TracelakeError:  # a table no schema file names: not tracelake's to write
             continue
-        check_unchanged(state.metadata, schema, name)
+        renamed = renaming(state.metadata, schema)
+        check_unchanged(state.metadata, schema, name, renamed.names if renamed else {})
+        if renamed:
+            found.append(renamed)
+    return found
 
 
 _warned: set[str] = set()
@@ -176,9 +183,23 @@ def missing_data_files(config: Config, layer: str, table: str) -> list[str]:
     return [f for f in files if not Path(f.removeprefix("file://")).exists()]
 
 
+_older: set[str] = set()  # tables seen under an earlier release's column names (register_all warns)
+
+
 def check_readable(config: Config, layer: str, table: str) -> None:
-    """DamagedLog (or another TracelakeError) naming the table when this release cannot read it."""
-    check_protocol(_seen_here(config, layer, table), config.table_name(layer, table))
+    """DamagedLog (or another TracelakeError) naming the table when this release cannot read it;
+    a table still under an earlier release's column names is noted in _older."""
+    path, name = _seen_here(config, layer, table), config.table_name(layer, table)
+    state = read_log(path, name)
+    check_protocol(path, name, state=state)
+    try:
+        renamed = renaming(state.metadata, table_schema(f"{layer}.{table}"))
+    except TracelakeError:  # no schema file names it
+        return
+    if renamed:
+        _older.add(name)
+    else:
+        _older.discard(name)
 
 
 def _unregister(spark: SparkSession, name: str) -> None:
@@ -203,6 +224,12 @@ def register_all(spark: SparkSession, config: Config) -> list[str]:
             _unregister(spark, config.table_name(layer, table))
             continue
         names.append(config.table_name(layer, table))
+    older = sorted(_older & set(names) - _warned)
+    if older:  # one line, once a process: the tables answer under their old names meanwhile
+        _warned.update(older)
+        print(f"tracelake: warning: {len(older)} table(s) still have an earlier release's column names "
+              f"({', '.join(older)}): `tracelake migrate` (or the next ingest) renames them (docs/naming.md)",
+              file=sys.stderr)
     return names
 
 

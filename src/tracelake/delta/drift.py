@@ -29,11 +29,14 @@ def _configuration(metadata: dict) -> dict[str, str]:
     return dict(conf) if not isinstance(conf, dict) else conf  # a checkpoint's map arrives as pairs
 
 
-def differences(metadata: dict | None, schema: TableSchema) -> list[str]:
-    """What another writer changed, in a user's words; [] when nothing tracelake cannot write over."""
+def differences(metadata: dict | None, schema: TableSchema, renames: dict[str, str] | None = None) -> list[str]:
+    """What another writer changed, in a user's words; [] when nothing tracelake cannot write over.
+    `renames`: stored columns of an earlier release's names, held as their new names."""
     if not metadata or not metadata.get("schemaString"):
         return []
-    stored = {f["name"]: _type_name(f["type"]) for f in json.loads(metadata["schemaString"]).get("fields", [])}
+    renames = renames or {}
+    stored = {renames.get(f["name"], f["name"]): _type_name(f["type"])
+              for f in json.loads(metadata["schemaString"]).get("fields", [])}
     declared = {c.name: c.type for c in schema.columns}
     found = [f"a column {name} ({kind}) that the schema file does not declare"
              for name, kind in stored.items() if name not in declared]
@@ -44,9 +47,9 @@ def differences(metadata: dict | None, schema: TableSchema) -> list[str]:
     return found
 
 
-def check_unchanged(metadata: dict | None, schema: TableSchema, name: str) -> None:
+def check_unchanged(metadata: dict | None, schema: TableSchema, name: str, renames: dict[str, str] | None = None) -> None:
     """Exit 2 naming the table and each change, before anything is written."""
-    found = differences(metadata, schema)
+    found = differences(metadata, schema, renames)
     if found:
         raise TracelakeError(
             f"{name}: another Delta writer changed it: it has {'; '.join(found)}. tracelake writes the columns "

@@ -18,6 +18,7 @@ from tracelake.api.source import Source
 from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config, check_store_url
 from tracelake.delta.catalog import check_writable, register_all
+from tracelake.delta.migrate import rename_all
 from tracelake.delta.lock import lake_write_lock
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
@@ -237,7 +238,7 @@ def run_ingest(
     if prefix is not None:  # the engine's scratch Parquet beside the input files, in the store
         run = replace(run, scratch=Scratch(f"{prefix}/scratch"))
     with lake_write_lock(config, on_wait=lambda message: print(f"tracelake: {message}", file=sys.stderr)):
-        check_writable(config)
+        rename_all(engine.spark, config, check_writable(config), say=lambda line: print(f"tracelake: {line}", file=sys.stderr))
         remove_stale_staging(config, keep=run.staging)
         if "://" in config.lake_root:
             storestage.remove_stale(config.lake_root, keep=run.run_id)

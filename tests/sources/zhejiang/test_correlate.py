@@ -110,8 +110,8 @@ def test_baseline_is_the_median_of_the_surrounding_iterations(spark):
     assert_same_rows(got, expected)
 
 
-RANK_DDL = ("task_id string, rank int, pod string, sysname string, host_ip string, rail_group int, "
-            "switchname string, leaf string, access_port string, nic_ip string")
+RANK_DDL = ("task_id string, rank int, pod string, host_name string, host_ip string, rail_group int, "
+            "device_name string, leaf string, port_name string, nic_ip string")
 
 
 @pytest.mark.portable
@@ -129,13 +129,13 @@ def test_task_paths_hold_access_ports_nic_ips_and_the_uplinks_of_every_leaf(spar
                                 "task_id string, iteration int, start_ts timestamp, end_ts timestamp")
     paths = task_paths(ranks, its)
     access = paths.filter("role = 'access'").select(
-        "task_id", "window_start", "window_end", "device_name", "port_name", "nic_ip", "ranks",
+        "task_id", "window_start_ts", "window_end_ts", "device_name", "port_name", "nic_ip", "ranks",
         "carries_task_traffic", "line_rate_bps")
     expected = spark.createDataFrame([
         ("x", at(0), at(25), LEAF1, PORT_A, "10.107.222.1", 2, True, 200_000_000_000),
         ("x", at(0), at(25), LEAF5, PORT_A, "10.107.226.1", 1, True, 200_000_000_000),
         ("y", None, None, LEAF1, PORT_B, "10.107.222.2", 1, False, 200_000_000_000),
-    ], "task_id string, window_start timestamp, window_end timestamp, device_name string, port_name string, "
+    ], "task_id string, window_start_ts timestamp, window_end_ts timestamp, device_name string, port_name string, "
        "nic_ip string, ranks int, carries_task_traffic boolean, line_rate_bps bigint")
     assert_same_rows(access, expected)
     uplinks = paths.filter("role = 'uplink'").groupBy("task_id", "device_name", "carries_task_traffic").agg(
@@ -233,9 +233,9 @@ def test_suspects_come_from_excess_over_each_ports_own_level(spark, scenario):
         switch, port, reason = blamed.get(i, (None, None, "none"))
         rows.append(("t", i, i in (5, 8, 12, 19), (ports + nics) / 4, switch, port, reason))
     expected = spark.createDataFrame(
-        rows, "task_id string, iteration int, is_slow boolean, coverage double, suspect_switch string, "
-              "suspect_port string, suspect_reason string")
-    got = scenario.select("task_id", "iteration", "is_slow", "coverage", "suspect_switch", "suspect_port",
+        rows, "task_id string, iteration int, is_slow boolean, coverage double, suspect_device_name string, "
+              "suspect_port_name string, suspect_reason string")
+    got = scenario.select("task_id", "iteration", "is_slow", "coverage", "suspect_device_name", "suspect_port_name",
                           "suspect_reason")
     assert_same_rows(got, expected)
     by_it = {r["iteration"]: r for r in scenario.collect()}
@@ -316,7 +316,7 @@ def test_no_network_data_means_coverage_zero_and_no_suspect(spark):
     empty = [df.limit(0) for df in (rates, minutes, flows, links)]
     rows = iteration_network(paths, its, *empty).collect()
     assert len(rows) == len(DURATIONS)
-    assert all(r["coverage"] == 0 and r["suspect_reason"] == "none" and r["suspect_port"] is None for r in rows)
+    assert all(r["coverage"] == 0 and r["suspect_reason"] == "none" and r["suspect_port_name"] is None for r in rows)
     assert sorted(r["iteration"] for r in rows if r["is_slow"]) == [5, 8, 12, 19]  # still told apart
 
 
@@ -351,7 +351,7 @@ def test_generated_episodes_are_found_on_the_right_port(spark, world):
     check = check_against_truth(gold.values(), truth)
     found = check.found
     flagged = [(k, r) for k, r in gold.items() if r["suspect_reason"] != "none"]
-    wrong = [k for k, r in flagged if (r["suspect_switch"], r["suspect_port"]) not in
+    wrong = [k for k, r in flagged if (r["suspect_device_name"], r["suspect_port_name"]) not in
              {(episodes[c]["switch"], episodes[c]["port"]) for c in causes[k] if c in episodes}]
     recall, precision = len(found) / len(episodes), 1 - len(wrong) / len(flagged)
     print(f"\nzj correlate: recall {len(found)}/{len(episodes)} = {recall:.3f}, "
@@ -434,7 +434,7 @@ def test_real_task_and_traffic_hour_do_not_overlap(spark, real):
     task_end = gold.agg(F.max("end_ts")).first()[0]
     assert task_end < rates.agg(F.min("save_time_utc")).first()[0]  # 2024-04-30 vs 2024-05-23 16:00Z
     assert gold.count() == 2436
-    assert gold.filter("coverage = 0 AND suspect_reason = 'none' AND suspect_port IS NULL").count() == 2436
+    assert gold.filter("coverage = 0 AND suspect_reason = 'none' AND suspect_port_name IS NULL").count() == 2436
     # the first step (50.4 s) and the four checkpoint saves (~79 s): slow, but nothing to judge them by
     slow = {r[0] for r in gold.filter("is_slow").select("iteration").collect()}
     assert slow == {1, 501, 1001, 1501, 2001}

@@ -571,12 +571,12 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
                          checkRowOrder=False, ignoreColumnOrder=True)
     nics = _table(spark, config, "bronze", "zj_nic").select("device_name", "port_name").distinct().count()
     crossing = nic_rates.filter((F.col("hour_cst") == hours[1]) & (F.date_format(
-        F.from_utc_timestamp("interval_start", "Asia/Shanghai"), "yyyyMMddHH") == hours[0]))
+        F.from_utc_timestamp("interval_start_ts", "Asia/Shanghai"), "yyyyMMddHH") == hours[0]))
     assert nics > 0 and crossing.count() == nics
-    # a lake written before start_hour_cst (evidence partitioned by task only): the next hourly
+    # a lake written before hour_cst (evidence partitioned by task only): the next hourly
     # run builds the table whole in the new layout, with the same rows
     path = config.table_path("silver", "zj_iteration_counters")
-    _table(spark, config, "silver", "zj_iteration_counters").drop("start_hour_cst").write.parquet(
+    _table(spark, config, "silver", "zj_iteration_counters").drop("hour_cst").write.parquet(
         str(tmp_path / "old_layout"))
     (spark.read.parquet(str(tmp_path / "old_layout")).write.format("delta").mode("overwrite").option("overwriteSchema", "true")
      .partitionBy("task_id").save(path))
@@ -585,7 +585,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     settled.unlink()  # that lake's code kept no record of settled hours (run.settled)
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
     assert again["silver.zj_iteration_counters"].partitions is None  # rebuilt whole
-    assert DeltaTable(path).metadata().partition_columns == ["task_id", "start_hour_cst"]
+    assert DeltaTable(path).metadata().partition_columns == ["task_id", "hour_cst"]
     assert_same_rows(rounded(_table(spark, config, "silver", "zj_iteration_counters")), rounded(counters),
                          checkRowOrder=False, ignoreColumnOrder=True)  # Sail's re-layout: partition columns last
     # the same hour again commits nothing: the evidence's float sums no longer depend on the order

@@ -70,7 +70,7 @@ def test_every_am_pm_form_parses_to_its_utc_instant(spark):
 
 @pytest.mark.portable
 def test_the_cst_hour_folder_of_an_instant_does_not_follow_the_session_time_zone(spark):
-    """cst_hour names the evidence tables' start_hour_cst partitions: the same folder whatever
+    """cst_hour names the evidence tables' hour_cst partitions: the same folder whatever
     zone a session (a notebook, a cluster) formats timestamps in."""
     instants = [_utc(2024, 5, 23, 16, 0, 0), _utc(2024, 5, 23, 16, 59, 59, 999999),  # 00:00, 00:59:59.999999 CST
                 _utc(2024, 5, 24, 15, 59, 59), _utc(2024, 5, 24, 16, 0, 0),           # last hour of the day, next day
@@ -142,7 +142,7 @@ def test_fixture_ingest_keeps_or_quarantines_every_row(engine, spark, config, tm
 
     derived = rebuild_derived(engine, config, run, hourly.DERIVED, {t: s.partitions for t, s in stats.items()}, lambda _: _Null())
     assert [(d.table, d.rows_read) for d in derived] == [("silver.zj_nic_rates", 2), ("silver.zj_link_wiring", 3)]
-    rates = read("silver", "zj_nic_rates").orderBy("interval_end").collect()
+    rates = read("silver", "zj_nic_rates").orderBy("interval_end_ts").collect()
     assert [r.seconds for r in rates] == [61.0, 59.0]
     assert rates[0].rx_bytes == 0.0 and rates[1].rx_bytes == 1.2e7 and rates[0].tx_bytes == 52.0
     assert rates[1].rx_gbps == pytest.approx(1.2e7 * 8 / 59 / 1e9) and not any(r.counter_reset for r in rates)

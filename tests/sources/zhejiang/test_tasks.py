@@ -137,8 +137,8 @@ def test_real_ranks_follow_the_join_path(spark, real):
     _, config = real
     ranks = _table(spark, config, "silver", "zj_task_ranks")
     assert ranks.count() == 32
-    cols = ["rank", "node_rank", "local_rank", "rank_source", "pod", "host_ip", "sysname", "cuda_dev", "bus_id",
-            "nic_index", "nic_source", "rdma_name", "netdev", "nic_ip", "switchname", "access_port",
+    cols = ["rank", "node_rank", "local_rank", "rank_source", "pod", "host_ip", "host_name", "cuda_dev", "bus_id",
+            "nic_index", "nic_source", "rdma_name", "netdev", "nic_ip", "device_name", "port_name",
             "rail_group", "rail"]
     picked = {r.rank: tuple(r) for r in ranks.filter(F.col("rank").isin(0, 25)).select(*cols).collect()}
     assert picked[0] == (0, 0, 0, "nccl", f"{JOB}-master", "10.107.254.31", "NH-DC-NM129-B01-28U-GPU-31", 0,
@@ -155,7 +155,7 @@ def test_real_ranks_follow_the_join_path(spark, real):
         (3, f"{JOB}-worker-2", "pod_start_order", 8)]
     buses = {r.rank: r.bus_id for r in ranks.filter(F.col("bus_id").isNotNull()).collect()}
     assert buses == {0: "10000", 1: "16000", 3: "4d000", 5: "8f000", 7: "ca000", 8: "14000", 16: "14000", 25: "16000"}
-    per_leaf = ranks.groupBy("rdma_name").agg(F.count("*").alias("n"), F.countDistinct("switchname").alias("leafs"))
+    per_leaf = ranks.groupBy("rdma_name").agg(F.count("*").alias("n"), F.countDistinct("device_name").alias("leafs"))
     # 4 hosts in 3 rail groups (GPU-68 and GPU-70 share group 2): each device reaches 3 leafs
     assert sorted(map(tuple, per_leaf.collect())) == [(f"mlx5_{d}", 8, 3) for d in (2, 3, 8, 9)]
 
@@ -336,7 +336,7 @@ def test_hf_task_round_trips_through_the_parser(spark, tmp_path, monkeypatch):
 
     assert _steps(task_iterations(good)) == _expected_steps(spec)
     ranks = task_ranks(pods.filter(F.size(PARSE_ERRORS) == 0), good, _nic_map(spark, spec))
-    got = ranks.orderBy("rank").select("rank", "pod", "host_ip", "sysname", "rdma_name").collect()
+    got = ranks.orderBy("rank").select("rank", "pod", "host_ip", "host_name", "rdma_name").collect()
     assert [tuple(r) for r in got] == _expected_ranks(spec)
     sources = ranks.groupBy("rank_source", "nic_source").count().collect()
     assert sorted(map(tuple, sources)) == [("nccl", "nccl", 1), ("nccl_node", "affinity", 7),
@@ -356,7 +356,7 @@ def test_megatron_task_round_trips_through_the_pipeline(engine, spark, config, t
 
     assert _steps(_table(spark, config, "silver", "zj_task_iterations")) == _expected_steps(spec)
     ranks = _table(spark, config, "silver", "zj_task_ranks")
-    got = ranks.orderBy("rank").select("rank", "pod", "host_ip", "sysname", "rdma_name").collect()
+    got = ranks.orderBy("rank").select("rank", "pod", "host_ip", "host_name", "rdma_name").collect()
     assert [tuple(r) for r in got] == _expected_ranks(spec)  # no workbook needed: NCCL names every device
     assert sorted(map(tuple, ranks.groupBy("rank_source", "nic_source").count().collect())) == [("nccl", "nccl", 24)]
 

@@ -86,7 +86,7 @@ def test_real_nic_map_flags_the_documented_anomalies(spark, real):
     assert hosts("not_in_topology") == [121, 122, 123, 124, 125, 126, 127, 128, 129, 130, 132]
     assert hosts("not_in_gpu_nic_info") == [51, 168, 172, 228]
     odd = nics.filter(F.array_contains("anomalies", "nonstandard_rdma_map") | F.col("netdev_inferred")).select(
-        "host_num", "host_ip", "rdma_name", "netdev", "leaf", "access_port", "netdev_inferred")
+        "host_num", "host_ip", "rdma_name", "netdev", "leaf", "port_name", "netdev_inferred")
     assert_same_rows(odd, spark.createDataFrame([
         (35, "10.107.254.35", "mlx5_3", "ens18np0", "Leaf-4", "TwoHundredGigE1/0/17:1", False),   # swapped
         (35, "10.107.254.35", "mlx5_8", "ens11np0", "Leaf-1", "TwoHundredGigE1/0/18:1", False),
@@ -101,7 +101,7 @@ def test_real_nic_map_gives_the_rank0_path(spark, real):
     _, config = real
     row = _table(spark, config, "silver", "zj_nic_map").filter(
         (F.col("host_ip") == "10.107.254.31") & (F.col("rdma_name") == "mlx5_2")).collect()
-    assert [(r.sysname, r.netdev, r.nic_ip, r.switchname, r.switch_ip, r.access_port, r.rail_group, r.rail,
+    assert [(r.host_name, r.netdev, r.nic_ip, r.device_name, r.device_ip, r.port_name, r.rail_group, r.rail,
              r.host_type, r.anomalies) for r in row] == [
         ("NH-DC-NM129-B01-28U-GPU-31", "ens10np0", "10.107.223.31", "NH-DC-NM129-B04-ROCE-Leaf-2.GPU.S9825",
          "10.107.208.112", "TwoHundredGigE1/0/16:1", 1, 1, "A", [])]
@@ -163,7 +163,7 @@ def test_nic_map_joins_on_host_and_netdev_and_keeps_one_sided_hosts(spark):
         ("10.107.255.1", "mlx5_2", "ens24np0"),  # host 241, absent from the topology sheet
     ], GPU)
     got = nic_map(topology, gpu_nic).select(
-        "host_num", "sysname", "host_ip", "host_type", "rdma_name", "netdev", "nic_ip", "leaf", "rail_group",
+        "host_num", "host_name", "host_ip", "host_type", "rdma_name", "netdev", "nic_ip", "leaf", "rail_group",
         "rail", "in_topology", "in_gpu_nic_info", "netdev_inferred", "anomalies")
     expected = spark.createDataFrame([
         (1, "X-GPU-1", "10.107.254.1", "A", "mlx5_3", "ens11np0", "10.107.222.1", "Leaf-1", 1, 0, True, True,

@@ -78,7 +78,7 @@ def _near_changed_hours(
     iterations: DataFrame, changed_hours: set[str],
 ) -> tuple[DataFrame, list[tuple], set[str], datetime | None]:
     """(the iterations that a record of a changed hour can touch: those overlapping the hour
-    widened by REACH; the (task_id, start_hour_cst) partitions they lie in; the hours whose
+    widened by REACH; the (task_id, hour_cst) partitions they lie in; the hours whose
     records can touch them; the first of them's start). One small query over the iterations."""
     near = F.lit(False)
     for hour in sorted(changed_hours):
@@ -86,10 +86,10 @@ def _near_changed_hours(
         end = hour_start_utc(hour) + timedelta(hours=1) + REACH
         near = near | ((F.col("start_ts") < F.lit(end)) & (F.col("end_ts") > F.lit(start)))
     affected = iterations.filter(near)
-    spans = (affected.groupBy("task_id", cst_hour(F.col("start_ts")).alias("start_hour_cst"))
+    spans = (affected.groupBy("task_id", cst_hour(F.col("start_ts")).alias("hour_cst"))
              .agg(F.unix_micros(F.min("start_ts")).alias("first"), F.unix_micros(F.max("end_ts")).alias("last"))
              .collect())
-    partitions = sorted((r.task_id, r.start_hour_cst) for r in spans)
+    partitions = sorted((r.task_id, r.hour_cst) for r in spans)
     hours = set().union(*[task_hours(_utc_instant(r.first), _utc_instant(r.last)) for r in spans])
     return affected, partitions, hours, min((_utc_instant(r.first) for r in spans), default=None)
 
@@ -104,7 +104,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
                       ends: Mapping[str, str] | None = None) -> PartialBuild:
     """The rebuild of a per-iteration evidence table (silver.zj_iteration_*): the iterations a
     changed hour of its `inputs` can touch are recomputed from those inputs' partitions of the
-    hours around them only, and replace their rows in the (task_id, start_hour_cst) partitions
+    hours around them only, and replace their rows in the (task_id, hour_cst) partitions
     they lie in; the other rows of those partitions are kept. So an hourly ingest reads and
     writes a few hours of evidence, however long the task has run. `ends` names an input's
     column where a record's span ends: its records ending before the first of those iterations
@@ -112,7 +112,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
     for its last minutes only; measured on the 15th hour of a two-task day, in process, 2 runs
     each: silver.zj_iteration_counters took 2.2-2.3 s of the engine's CPU against 2.5-2.8 s,
     the same rows). A table not in the lake yet, or laid out
-    before start_hour_cst, is built whole."""
+    before its hour partition, is built whole."""
 
     def rebuild(spark: SparkSession, config: Config, changed: dict, scratch: Scratch) -> tuple[DataFrame, tuple | None] | None:
         paths, iterations, stored = read_tables(spark, config, PATHS, ITERATIONS, table)
@@ -120,7 +120,7 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
             return None
         frames = [frame if frame is not None else spark.createDataFrame([], load_schema(name).spark_schema())
                   for frame, name in zip(read_tables(spark, config, *inputs), inputs)]
-        if stored is None or "start_hour_cst" not in stored.columns:
+        if stored is None or "hour_cst" not in stored.columns:
             return compute(paths, iterations, *frames), None
         affected, partitions, hours, first = _near_changed_hours(iterations, {v[0] for t in inputs for v in changed.get(t, ())})
         if not partitions:
@@ -162,8 +162,8 @@ def rebuild_iteration_network(
     stored, = read_tables(spark, config, ITERATION_NETWORK)
     only = known = None
     if stored is not None and ITERATIONS not in changed:
-        fresh = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("start_hour_cst")).join(
-            spark.createDataFrame(parts, "task_id string, start_hour_cst string"), ["task_id", "start_hour_cst"],
+        fresh = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("hour_cst")).join(
+            spark.createDataFrame(parts, "task_id string, hour_cst string"), ["task_id", "hour_cst"],
             "left_semi")
         only = stage(fresh.select("task_id", "iteration").unionByName(may_blame(iterations)),
                      scratch / f"{ITERATION_NETWORK}.iterations")  # read three times

@@ -27,7 +27,7 @@ COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 OTHER_PORT = "#e377c2"  # slow iterations blamed on a port the figure does not draw (grey is the access port's)
 ACCESS_PORT = "#aaaaaa"
 GOLD_COLUMNS = ("iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "is_slow", "coverage",
-                "access_util_max", "suspect_switch", "suspect_port", "suspect_reason")
+                "access_util_max", "suspect_device_name", "suspect_port_name", "suspect_reason")
 
 
 def _plt():
@@ -68,7 +68,7 @@ def plotted_window(its: pd.DataFrame) -> pd.DataFrame:
 
 def suspect_ports(its: pd.DataFrame) -> list[tuple[str, str]]:
     blamed = its[its["suspect_reason"] != "none"]
-    counts = blamed.groupby(["suspect_switch", "suspect_port"]).size().sort_values(ascending=False)
+    counts = blamed.groupby(["suspect_device_name", "suspect_port_name"]).size().sort_values(ascending=False)
     return [tuple(k) for k in counts.index[:MAX_PORTS]]
 
 
@@ -118,15 +118,15 @@ def task_figure(task_id: str, its: pd.DataFrame, levels: pd.DataFrame, ports: li
     top.scatter(quiet["end_ts"], quiet["duration_s"], facecolors="none", edgecolors="black", s=40, zorder=3,
                 label="slow, no network cause" if (quiet["coverage"] > 0).any() else "slow (no network data)")
     for _, it in blamed.iterrows():
-        c = colour.get((it["suspect_switch"], it["suspect_port"]), OTHER_PORT)
+        c = colour.get((it["suspect_device_name"], it["suspect_port_name"]), OTHER_PORT)
         for ax in (top, bottom):
             ax.axvspan(it["start_ts"], it["end_ts"], color=c, alpha=0.15, lw=0)
     for port in ports:
-        mine = blamed[(blamed["suspect_switch"] == port[0]) & (blamed["suspect_port"] == port[1])]
+        mine = blamed[(blamed["suspect_device_name"] == port[0]) & (blamed["suspect_port_name"] == port[1])]
         reasons = "/".join(sorted(set(mine["suspect_reason"])))
         top.scatter(mine["end_ts"], mine["duration_s"], color=colour[port], s=40, zorder=3,
                     label=f"slow, blamed on {_short(*port)} ({reasons}, {len(mine)})")
-    shown = pd.Series(list(zip(blamed["suspect_switch"], blamed["suspect_port"])), index=blamed.index).isin(ports)
+    shown = pd.Series(list(zip(blamed["suspect_device_name"], blamed["suspect_port_name"])), index=blamed.index).isin(ports)
     others = blamed[~shown]
     if len(others):
         top.scatter(others["end_ts"], others["duration_s"], color=OTHER_PORT, s=40, zorder=3,

@@ -32,19 +32,19 @@ def check_against_truth(gold: Iterable[Verdict], truth: Mapping[str, Any]) -> Tr
 
     def blamed_at(key: tuple[str, int], switch: str, port: str) -> bool:
         v = verdicts.get(key)
-        return bool(v and v["is_slow"] and (v["suspect_switch"], v["suspect_port"]) == (switch, port))
+        return bool(v and v["is_slow"] and (v["suspect_device_name"], v["suspect_port_name"]) == (switch, port))
 
     found = tuple(e["id"] for e in truth["episodes"] if any(
         blamed_at((hit["task_id"], i), e["switch"], e["port"])
         for hit in e["slowed_iterations"] for i in hit["iterations"]))
     decoy_ports = {(d["switch"], d["port"]) for d in truth["decoys"]}
     decoys = tuple(sorted(k for k, v in verdicts.items() if v["suspect_reason"] != "none"
-                          and (v["suspect_switch"], v["suspect_port"]) in decoy_ports))
+                          and (v["suspect_device_name"], v["suspect_port_name"]) in decoy_ports))
     return TruthCheck(found, len(truth["episodes"]), decoys)
 
 
 GROUND_TRUTH = "ground_truth.json"
-VERDICTS = ("SELECT task_id, iteration, is_slow, suspect_reason, suspect_switch, suspect_port "
+VERDICTS = ("SELECT task_id, iteration, is_slow, suspect_reason, suspect_device_name, suspect_port_name "
             "FROM gold.zj_iteration_network")
 
 

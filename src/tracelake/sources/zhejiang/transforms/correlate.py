@@ -106,30 +106,29 @@ def task_paths(ranks: DataFrame, iterations: DataFrame) -> DataFrame:
     leaf it touches, with the task's window. An access port carries the task's traffic when the
     task spans more than one host (one host talks over NVLink); an uplink when the task spans
     more than one rail group (rail-optimised cabling keeps same-group traffic under its leaf)."""
-    placed = ranks.filter(F.col("switchname").isNotNull() & F.col("access_port").isNotNull())
+    placed = ranks.filter(F.col("device_name").isNotNull() & F.col("port_name").isNotNull())
     shape = ranks.groupBy("task_id").agg(
-        F.countDistinct(F.coalesce("sysname", "host_ip", "pod")).alias("hosts"),
+        F.countDistinct(F.coalesce("host_name", "host_ip", "pod")).alias("hosts"),
         F.countDistinct("rail_group").alias("groups"))
     window = iterations.groupBy("task_id").agg(
-        F.min("start_ts").alias("window_start"), F.max("end_ts").alias("window_end"))
-    access = placed.groupBy("task_id", F.col("switchname").alias("device_name"),
-                            F.col("access_port").alias("port_name")).agg(
+        F.min("start_ts").alias("window_start_ts"), F.max("end_ts").alias("window_end_ts"))
+    access = placed.groupBy("task_id", "device_name", "port_name").agg(
         F.min("leaf").alias("leaf"), F.min("rail_group").alias("rail_group"),
-        F.min("nic_ip").alias("nic_ip"), F.min("sysname").alias("sysname"),
+        F.min("nic_ip").alias("nic_ip"), F.min("host_name").alias("host_name"),
         F.count(F.lit(1)).cast("int").alias("ranks"),
     ).withColumn("role", F.lit("access"))
-    leafs = placed.groupBy("task_id", F.col("switchname").alias("device_name")).agg(
+    leafs = placed.groupBy("task_id", "device_name").agg(
         F.min("leaf").alias("leaf"), F.min("rail_group").alias("rail_group"),
         F.count(F.lit(1)).cast("int").alias("ranks"))
     uplinks = leafs.select(
         "*", F.explode(F.array(*[F.lit(p) for p in UPLINK_PORTS])).alias("port_name"),
-        F.lit(None).cast("string").alias("nic_ip"), F.lit(None).cast("string").alias("sysname"),
+        F.lit(None).cast("string").alias("nic_ip"), F.lit(None).cast("string").alias("host_name"),
         F.lit("uplink").alias("role"))
     paths = access.unionByName(uplinks).join(shape, "task_id").join(window, "task_id", "left")
     carries = F.when(F.col("role") == "access", F.col("hosts") > 1).otherwise(F.col("groups") > 1)
     return paths.select(
-        "task_id", "window_start", "window_end", "role", "device_name", "port_name", "leaf",
-        "rail_group", "nic_ip", "sysname", "ranks", carries.alias("carries_task_traffic"),
+        "task_id", "window_start_ts", "window_end_ts", "role", "device_name", "port_name", "leaf",
+        "rail_group", "nic_ip", "host_name", "ranks", carries.alias("carries_task_traffic"),
         _line_rate(F.col("port_name")).alias("line_rate_bps"),
     )
 
@@ -473,11 +472,11 @@ def _expected(paths: DataFrame) -> DataFrame:
 
 
 def by_start_hour(evidence: DataFrame, iterations: DataFrame) -> DataFrame:
-    """`evidence` with start_hour_cst, the CST hour folder its iteration starts in: the evidence
-    tables are partitioned by (task_id, start_hour_cst), so an hourly ingest rewrites the few
+    """`evidence` with hour_cst, the CST hour folder its iteration starts in: the evidence
+    tables are partitioned by (task_id, hour_cst), so an hourly ingest rewrites the few
     hours of a task it touches, not the task. A left join: evidence of an iteration without a
     start (none is made) would keep a null there and fail the gate, never vanish."""
-    hours = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("start_hour_cst"))
+    hours = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("hour_cst"))
     return evidence.join(hours, ["task_id", "iteration"], "left")
 
 
@@ -545,7 +544,7 @@ def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFr
     the stored evidence tables, each port judged against its typical level over all the task's
     iterations: verdicts reads it twice (per iteration, suspects), so a caller may store it once
     in between."""
-    counters, port_minutes = (f.drop("start_hour_cst") for f in (counters, port_minutes))
+    counters, port_minutes = (f.drop("hour_cst") for f in (counters, port_minutes))
     its, ports = path_members(paths, iterations)
     typical = typical_levels(its, ports, counters, port_minutes, rules)
     if only is not None:
@@ -562,7 +561,7 @@ def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: Data
     per_iteration = _per_iteration(ev)
     if known is not None:
         per_iteration = per_iteration.unionByName(known.select("task_id", "iteration", *PER_ITERATION))
-    flows = flows.drop("start_hour_cst")
+    flows = flows.drop("hour_cst")
     its = with_baseline(iterations, rules)
     keys = ["task_id", "iteration"]
     out = (its.join(per_iteration, keys, "left").join(flows, keys, "left")
@@ -587,8 +586,8 @@ def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: Data
         "ecn_marks", "loss_pkts", F.coalesce("ports_expected", F.lit(0)).alias("ports_expected"),
         F.col("_ports_found").alias("ports_with_data"), F.coalesce("nics_expected", F.lit(0)).alias("nics_expected"),
         F.col("_nics_found").alias("nics_with_flows"), "coverage",
-        F.when(blame, F.col("cand_switch")).alias("suspect_switch"),
-        F.when(blame, F.col("cand_port")).alias("suspect_port"),
+        F.when(blame, F.col("cand_switch")).alias("suspect_device_name"),
+        F.when(blame, F.col("cand_port")).alias("suspect_port_name"),
         F.when(blame, F.col("cand_reason")).otherwise(F.lit("none")).alias("suspect_reason"),
         F.when(blame, F.col("cand_score")).alias("suspect_score"),
     )
@@ -601,7 +600,7 @@ def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
     with_data = F.col("coverage") > 0
     blamed = F.col("suspect_reason") != "none"
     totals = gold.groupBy("task_id").agg(
-        F.min("start_ts").alias("window_start"), F.max("end_ts").alias("window_end"),
+        F.min("start_ts").alias("window_start_ts"), F.max("end_ts").alias("window_end_ts"),
         F.count(F.lit(1)).cast("int").alias("iterations"),
         F.count(F.when(with_data, F.lit(1))).cast("int").alias("iterations_with_data"),
         F.count(F.when(F.col("is_slow"), F.lit(1))).cast("int").alias("slow_iterations"),
@@ -613,10 +612,10 @@ def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
         F.percentile("nic_gbps_median", 0.9).alias("nic_gbps_p90"),
     )
     share = F.when(F.col("slow_with_data") > 0, F.col("slow_explained_by_network") / F.col("slow_with_data"))
-    counts = gold.filter(blamed).groupBy("task_id", "suspect_switch", "suspect_port").agg(
+    counts = gold.filter(blamed).groupBy("task_id", "suspect_device_name", "suspect_port_name").agg(
         F.count(F.lit(1)).alias("n"), F.collect_set("suspect_reason").alias("reasons"))
-    rank = Window.partitionBy("task_id").orderBy(F.col("n").desc(), "suspect_switch", "suspect_port")
-    label = F.format_string("%s %s: %d (%s)", "suspect_switch", "suspect_port", "n",
+    rank = Window.partitionBy("task_id").orderBy(F.col("n").desc(), "suspect_device_name", "suspect_port_name")
+    label = F.format_string("%s %s: %d (%s)", "suspect_device_name", "suspect_port_name", "n",
                             F.array_join(F.array_sort("reasons"), "/"))
     top = (counts.withColumn("_r", F.row_number().over(rank)).filter(F.col("_r") <= rules.top_ports)
            .groupBy("task_id").agg(F.sort_array(F.collect_list(F.struct("_r", label.alias("label")))).alias("_top"))
@@ -626,7 +625,7 @@ def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
                    F.format_string("%s: %d", "suspect_reason", "n"))).alias("suspect_reasons")))
     empty = F.array().cast("array<string>")
     return totals.join(top, "task_id", "left").join(reasons, "task_id", "left").select(
-        "task_id", "window_start", "window_end", "iterations", "iterations_with_data", "slow_iterations",
+        "task_id", "window_start_ts", "window_end_ts", "iterations", "iterations_with_data", "slow_iterations",
         "slow_with_data", "slow_explained_by_network", share.alias("share_explained_by_network"),
         "slow_checkpoints", F.coalesce("top_suspect_ports", empty).alias("top_suspect_ports"),
         F.coalesce("suspect_reasons", empty).alias("suspect_reasons"),

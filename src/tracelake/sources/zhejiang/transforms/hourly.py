@@ -52,8 +52,9 @@ def nic_rates(nic: DataFrame, earlier: DataFrame | None = None) -> DataFrame:
     reset = F.greatest(*[F.when(d < 0, F.lit(True)).otherwise(F.lit(False)) for d in deltas.values()])
     seconds = _seconds_between(F.col("interval_start"), F.col("interval_end"))
     kept = {out: F.when(~reset, d) for out, d in deltas.items()}
-    return prev.select(
-        "device_name", "ip", "port_name", "interval_start", "interval_end",
+    return prev.select(  # bronze's device_name, ip, port_name of a NIC under the names of docs/naming.md
+        F.col("device_name").alias("host_name"), F.col("ip").alias("host_ip"), F.col("port_name").alias("rdma_name"),
+        F.col("interval_start").alias("interval_start_ts"), F.col("interval_end").alias("interval_end_ts"),
         seconds.alias("seconds"),
         *[v.alias(k) for k, v in kept.items()],
         (kept["rx_bytes"] * 8 / seconds / 1e9).alias("rx_gbps"),
@@ -86,7 +87,7 @@ def _device_role(name: Column) -> Column:
     )
 
 
-WIRING_KEYS = ("device_name", "port_name", "dst_device", "dst_port")  # one row per link end
+WIRING_KEYS = ("device_name", "port_name", "dst_device_name", "dst_port_name")  # one row per link end
 
 
 def link_wiring(link: DataFrame) -> DataFrame:
@@ -95,11 +96,12 @@ def link_wiring(link: DataFrame) -> DataFrame:
     dst_port = F.when(F.length(F.trim("dst_port")) > 0, F.col("dst_port"))
     ends = link.select(
         "device_name", full_port_name(F.col("if_abbreviated_name")).alias("port_name"),
-        "dst_device", dst_port.alias("dst_port"), "start_time", "ecn_marked_count",
+        F.col("dst_device").alias("dst_device_name"), dst_port.alias("dst_port_name"), "start_time",
+        "ecn_marked_count",
     )
     return _with_roles(ends.groupBy(*WIRING_KEYS).agg(
-        F.min("start_time").alias("first_seen"),
-        F.max("start_time").alias("last_seen"),
+        F.min("start_time").alias("first_seen_ts"),
+        F.max("start_time").alias("last_seen_ts"),
         F.count(F.lit(1)).alias("samples"),
         F.sum("ecn_marked_count").alias("ecn_marked_total"),
     ))
@@ -110,8 +112,8 @@ def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
     last sample, its sample count and its ECN marks combine exactly (min, max, integer sums), so
     a new hour's link ends join the stored table without the hours before being read again."""
     return _with_roles(union_plain(stored, added).groupBy(*WIRING_KEYS).agg(
-        F.min("first_seen").alias("first_seen"),
-        F.max("last_seen").alias("last_seen"),
+        F.min("first_seen_ts").alias("first_seen_ts"),
+        F.max("last_seen_ts").alias("last_seen_ts"),
         F.sum("samples").alias("samples"),
         F.sum("ecn_marked_total").alias("ecn_marked_total"),
     ))
@@ -120,6 +122,6 @@ def wiring_with(stored: DataFrame, added: DataFrame) -> DataFrame:
 def _with_roles(ends: DataFrame) -> DataFrame:
     return ends.select(
         "device_name", _device_role(F.col("device_name")).alias("device_role"), "port_name",
-        "dst_device", _device_role(F.col("dst_device")).alias("dst_role"), "dst_port",
-        "first_seen", "last_seen", "samples", "ecn_marked_total",
+        "dst_device_name", _device_role(F.col("dst_device_name")).alias("dst_role"), "dst_port_name",
+        "first_seen_ts", "last_seen_ts", "samples", "ecn_marked_total",
     )

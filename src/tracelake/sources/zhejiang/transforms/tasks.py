@@ -125,8 +125,8 @@ def task_ranks(pods: DataFrame, events: DataFrame, nic_map: DataFrame) -> DataFr
 
 _RANK_COLUMNS = [
     "task_id", "rank", "world_size", "gpus_per_host", "node_rank", "local_rank", "rank_source",
-    "pod", "role", "host_ip", "k8s_node", "host_num", "sysname", "cuda_dev", "bus_id", "nic_index",
-    "nic_source", "rdma_name", "netdev", "nic_ip", "switchname", "leaf", "access_port",
+    "pod", "role", "host_ip", "k8s_node", "host_num", "host_name", "cuda_dev", "bus_id", "nic_index",
+    "nic_source", "rdma_name", "netdev", "nic_ip", "device_name", "leaf", "port_name",
     "rail_group", "rail",
 ]
 
@@ -153,14 +153,14 @@ def _with_nics(ranks: DataFrame, facts: dict[str, DataFrame], nic_map: DataFrame
              .join(host_list.withColumnRenamed("pos", "nic_index"), ["host_num", "nic_index"], "left"))
     rdma = F.coalesce("proc_rdma", F.when(F.col("pod_n").isNotNull(), F.col("pod_rdma")).otherwise(F.col("host_rdma")))
     ranks = ranks.select("*", rdma.alias("rdma_name"))
-    sysnames = nic_map.filter(F.col("sysname").isNotNull()).groupBy("host_num").agg(
-        F.first("sysname").alias("map_sysname"))
+    host_names = nic_map.filter(F.col("host_name").isNotNull()).groupBy("host_num").agg(
+        F.first("host_name").alias("map_host_name"))
     ports = nic_map.filter(F.col("rdma_name").isNotNull()).select(
-        "host_num", "rdma_name", "netdev", "nic_ip", "switchname", "leaf", "access_port", "rail_group", "rail")
-    ranks = (ranks.join(ports, ["host_num", "rdma_name"], "left").join(sysnames, "host_num", "left")
+        "host_num", "rdma_name", "netdev", "nic_ip", "device_name", "leaf", "port_name", "rail_group", "rail")
+    ranks = (ranks.join(ports, ["host_num", "rdma_name"], "left").join(host_names, "host_num", "left")
              .join(facts["hosts"].withColumnRenamed("host", "nccl_host"), ["task_id", "pod"], "left"))
     return ranks.select(
-        "*", F.coalesce("nccl_host", "map_sysname").alias("sysname"),
+        "*", F.coalesce("nccl_host", "map_host_name").alias("host_name"),
         F.coalesce("nccl_cuda_dev", "local_rank").alias("cuda_dev"))
 
 

@@ -59,8 +59,9 @@ def nic_map(topology: DataFrame, gpu_nic: DataFrame) -> DataFrame:
     leaf_num = _int_or_null(F.regexp_extract("switchname", r"[Ll]eaf-(\d+)", 1))
     topo = topology.select(
         host_num_from_name(F.col("sysname")).alias("host_num"),
-        "sysname", F.col("server_ip").alias("nic_ip"), "nicname", "switchname",
-        F.col("switch_ip"), F.col("accessport").alias("access_port"), leaf_num.alias("leaf_num"),
+        F.col("sysname").alias("host_name"), F.col("server_ip").alias("nic_ip"), "nicname",
+        F.col("switchname").alias("device_name"), F.col("switch_ip").alias("device_ip"),
+        F.col("accessport").alias("port_name"), leaf_num.alias("leaf_num"),
     )
     gpu = gpu_nic.select(
         host_num_from_ip(F.col("gpu_ip")).alias("host_num"), F.col("gpu_ip").alias("host_ip"),
@@ -81,9 +82,9 @@ def nic_map(topology: DataFrame, gpu_nic: DataFrame) -> DataFrame:
     gpu = gpu.withColumn("in_gpu_nic_info", F.lit(True))
     joined = topo.join(gpu.drop("host_ip"), ["host_num", "netdev"], "full_outer")
 
-    hosts_t = topo.groupBy("host_num").agg(F.first("sysname", ignorenulls=True).alias("sysname"))
+    hosts_t = topo.groupBy("host_num").agg(F.first("host_name", ignorenulls=True).alias("host_name"))
     hosts_g = gpu.groupBy("host_num").agg(F.first("host_ip", ignorenulls=True).alias("host_ip"))
-    joined = (joined.drop("sysname").join(hosts_t, "host_num", "left")
+    joined = (joined.drop("host_name").join(hosts_t, "host_num", "left")
               .join(hosts_g, "host_num", "left").join(host_types, "host_num", "left"))
 
     in_topology = F.coalesce(F.col("in_topology"), F.lit(False))
@@ -96,15 +97,15 @@ def nic_map(topology: DataFrame, gpu_nic: DataFrame) -> DataFrame:
         F.when(~in_gpu, F.lit("not_in_gpu_nic_info")),
         F.when(in_topology & F.col("nicname").isNull(), F.lit("nicname_blank")),
         F.when(in_topology & F.col("nic_ip").isNull(), F.lit("server_ip_blank")),
-        F.when(in_topology & F.col("switch_ip").isNull(), F.lit("switch_ip_blank")),
+        F.when(in_topology & F.col("device_ip").isNull(), F.lit("switch_ip_blank")),
         F.when(nonstandard, F.lit("nonstandard_rdma_map")),
     ))
     return joined.select(
-        "host_num", "sysname", "host_ip", "host_type", "rdma_name", "netdev", "nic_ip",
-        "switchname",
+        "host_num", "host_name", "host_ip", "host_type", "rdma_name", "netdev", "nic_ip",
+        "device_name",
         F.when(F.col("leaf_num").isNotNull(), F.concat(F.lit("Leaf-"), F.col("leaf_num").cast("string")))
         .alias("leaf"),
-        "leaf_num", "switch_ip", "access_port",
+        "leaf_num", "device_ip", "port_name",
         (F.floor((F.col("leaf_num") - 1) / 4) + 1).cast("int").alias("rail_group"),
         rail.cast("int").alias("rail"),
         in_topology.alias("in_topology"), in_gpu.alias("in_gpu_nic_info"),
