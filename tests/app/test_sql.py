@@ -39,7 +39,8 @@ def test_sql_answers_tables_schema_and_a_select_and_refuses_a_write(engine, tmp_
     ]
     out = done.stdout.splitlines()
     tables = ["bronze.itp_jobs", "silver.jobs", "gold.jobs_characterization", "gold.jobs_duration_comparison",
-              "gold.jobs_duration_quantiles", "gold.jobs_gpu_count_cdf", "quarantine.itp_jobs", "ops.quality_results"]
+              "gold.jobs_duration_quantiles", "gold.jobs_failures", "gold.jobs_gpu_count_cdf", "quarantine.itp_jobs",
+              "ops.quality_results"]
     assert out[:len(tables)] == tables
     rest = out[len(tables):]
     assert rest[:4] == ["jobs | gpus", "-----+-----", "   2 |    3", "(1 row)"]

@@ -13,12 +13,14 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import make_config
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
 from tracelake.crosstrace.characterize import duration_comparison, gpu_count_cdf, job_characterization
+from tracelake.crosstrace.failures import job_failures
 from tracelake.crosstrace.unify import unify_jobs
 from tracelake.run.pipeline import run_ingest
 from tracelake.run.registry import generate
@@ -111,6 +113,45 @@ def test_duration_comparison_and_gpu_count_cdf_equal_the_ground_truth(spark, wor
     medians = quantiles.filter("trace = 'acme' AND job_type = 'all' AND q = 50").collect()
     median = {r.cluster: r.duration_s for r in medians}
     assert median == {c: pytest.approx(t["gpu_job_duration_median_s"], **EXACT) for c, t in truth["clusters"].items()}
+
+
+def test_failures_equal_the_ground_truth_and_the_failed_jobs_run_times(spark, world):
+    """Counts and GPU time from the generator's groups; run-time quantiles from the failed jobs'
+    durations in silver.jobs, taken with numpy (linear, its default)."""
+    config, truth, _ = world
+    gold = {(r.trace, r.cluster, r.job_type): r for r in _read(spark, config, "gold.jobs_failures").collect()}
+    assert {k[0] for k in gold} == {"acme"}  # itp and elasticflow record no final states
+    jobs = _read(spark, config, "silver.jobs").filter("trace = 'acme'").select(
+        "cluster", "job_type", "final_state", "duration_s").toPandas()
+    failed = ("FAILED", "NODE_FAIL")
+    for cluster, t in truth["clusters"].items():
+        ended = [g for g in t["groups"] if g["final_state"] != "RUNNING"]
+        for job_type in sorted({g["job_type"] for g in ended}) + ["all"]:
+            mine = [g for g in ended if job_type in ("all", g["job_type"])]
+            row = gold[("acme", cluster, job_type)]
+            counts = (sum(g["jobs"] for g in mine), sum(g["jobs"] for g in mine if g["final_state"] in failed),
+                      sum(g["jobs"] for g in mine if g["final_state"] == "NODE_FAIL"))
+            assert (row.jobs, row.failed_jobs, row.node_fail_jobs) == counts, (cluster, job_type)
+            assert row.failed_job_share == pytest.approx(counts[1] / counts[0], **EXACT)
+            hours = sum(g["gpu_hours"] for g in mine)
+            failed_hours = sum(g["gpu_hours"] for g in mine if g["final_state"] in failed)
+            assert (row.gpu_hours, row.failed_gpu_hours, row.failed_gpu_hour_share) == (
+                pytest.approx(hours, **EXACT), pytest.approx(failed_hours, **EXACT),
+                pytest.approx(failed_hours / hours, **EXACT))
+            group = jobs[(jobs.cluster == cluster) & ((jobs.job_type == job_type) | (job_type == "all"))]
+            runs = group[group.final_state.isin(failed)].duration_s.to_numpy()
+            expected = np.percentile(runs, [25, 50, 75, 90]) if len(runs) else [None] * 4
+            got = [row.failed_duration_p25_s, row.failed_duration_p50_s, row.failed_duration_p75_s,
+                   row.failed_duration_p90_s]
+            assert got == [None if v is None else pytest.approx(v, **EXACT) for v in expected], (cluster, job_type)
+            early = (runs <= 600).mean() if len(runs) else None
+            assert row.failed_within_10min_share == (None if early is None else pytest.approx(early, **EXACT))
+            completed = group[group.final_state == "COMPLETED"].duration_s
+            assert row.completed_duration_p50_s == pytest.approx(completed.median(), **EXACT)
+    assert len(gold) == sum(len({g["job_type"] for g in t["groups"]}) + 1 for t in truth["clusters"].values())
+    # the generator draws failed run times at half a completed one's: failures come early here
+    assert all(gold[("acme", c, "Eval")].failed_duration_p50_s < gold[("acme", c, "Eval")].completed_duration_p50_s
+               for c in truth["clusters"])
 
 
 def test_silver_rows_per_trace_equal_the_bronze_rows(spark, world):
@@ -230,6 +271,35 @@ def test_characterization_on_hand_made_jobs(spark):
     assert_same_rows(cdf, spark.createDataFrame([
         (1, 1, 1 / 3, (300 / 3600) / hours), (8, 1, 2 / 3, (1100 / 3600) / hours), (512, 1, 1.0, 1.0)],
         cdf.schema), rtol=1e-12)
+
+
+@pytest.mark.portable
+def test_failures_on_hand_made_jobs(spark):
+    jobs = _silver(spark, [
+        ("acme", "s", "1", 100.0, 0.0, 8, 800 / 3600, "Eval", "COMPLETED"),
+        ("acme", "s", "2", 60.0, 0.0, 1, 60 / 3600, "Eval", "FAILED"),
+        ("acme", "s", "3", 1200.0, 0.0, 2, 2400 / 3600, "Eval", "FAILED"),
+        ("acme", "s", "4", 300.0, 0.0, 4, 1200 / 3600, "Eval", "NODE_FAIL"),
+        ("acme", "s", "5", 50.0, 0.0, 0, 0.0, "Eval", "CANCELLED"),
+        ("acme", "s", "6", 3600.0, 0.0, 512, 512.0, "Pretrain", "FAILED"),
+        ("acme", "s", "7", None, 0.0, 8, None, "Pretrain", "RUNNING"),  # no outcome yet: left out
+        ("acme", "s", "8", 10.0, 0.0, 0, 0.0, None, "TIMEOUT"),
+        ("itp", "c1", "x", 600.0, None, 2, 600 * 2 / 3600, None, None),  # no final states: no rows
+    ])
+    got = job_failures(jobs)
+    eval_hours, all_hours = 4460 / 3600, 4460 / 3600 + 512
+    expected = spark.createDataFrame([
+        # Eval's failed run times 60, 300, 1200: p25 = 60 + 0.5 × 240, p75 = 300 + 0.5 × 900, p90 = 300 + 0.8 × 900
+        ("acme", "s", "Eval", 5, 3, 1, 0.6, eval_hours, 3660 / 3600, 1200 / 3600, 3660 / 4460,
+         180.0, 300.0, 750.0, 1020.0, 2 / 3, 100.0),
+        ("acme", "s", "Pretrain", 1, 1, 0, 1.0, 512.0, 512.0, 0.0, 1.0, 3600.0, 3600.0, 3600.0, 3600.0, 0.0, None),
+        ("acme", "s", "unknown", 1, 0, 0, 0.0, 0.0, 0.0, 0.0, None, None, None, None, None, None, None),
+        # all: 60, 300, 1200, 3600 at positions 0.75, 1.5, 2.25, 2.7
+        ("acme", "s", "all", 7, 4, 1, 4 / 7, all_hours, 3660 / 3600 + 512, 1200 / 3600, (3660 / 3600 + 512) / all_hours,
+         240.0, 750.0, 1800.0, 2880.0, 0.5, 100.0),
+    ], got.schema)
+    assert_same_rows(got, expected, rtol=1e-12)
+    assert [c.name for c in load_schema("gold.jobs_failures").columns] == got.columns
 
 
 def test_a_state_with_no_visible_bar_has_no_plain_legend_entry():

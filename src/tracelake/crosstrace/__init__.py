@@ -11,6 +11,7 @@ from tracelake.api.source import Source
 from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.crosstrace import characterize
+from tracelake.crosstrace.failures import job_failures
 from tracelake.crosstrace.unify import unify_jobs
 
 JOB_SOURCES = ("bronze.acme_jobs", "bronze.itp_jobs", "bronze.elasticflow_jobs")
@@ -28,5 +29,6 @@ DERIVED = (
     derived("gold.jobs_duration_comparison", characterize.duration_comparison, ("silver.jobs",)),
     derived("gold.jobs_duration_quantiles", characterize.duration_quantiles, ("silver.jobs",)),
     derived("gold.jobs_gpu_count_cdf", characterize.gpu_count_cdf, ("silver.jobs",)),
+    derived("gold.jobs_failures", job_failures, ("silver.jobs",)),
 )
 SOURCE = Source("crosstrace", None, DERIVED, report="tracelake.crosstrace.report")

@@ -1,6 +1,6 @@
-"""Zhejiang cross-layer correlation tables: task paths, per-iteration network evidence and a
-per-task summary. No raw files of its own; its tables are derived from the task, topology and
-traffic parts.
+"""Zhejiang cross-layer correlation tables: task paths, per-iteration network evidence, a
+per-task summary and the time each task lost. No raw files of its own; its tables are derived
+from the task, topology and traffic parts.
 
 A network input that is not in the lake yet (no traffic ingested) is read as an empty table of
 its schema, so every iteration still gets a row: coverage 0, suspect_reason 'none'.
@@ -35,10 +35,12 @@ from tracelake.sources.zhejiang.transforms.correlate import (
     task_paths,
     verdicts,
 )
+from tracelake.sources.zhejiang.transforms.timelost import task_time_lost
 
 PATHS = "silver.zj_task_paths"
 ITERATION_NETWORK = "gold.zj_iteration_network"
 SUMMARY = "gold.zj_task_network_summary"
+TIME_LOST, RESTARTS = "gold.zj_task_time_lost", "silver.zj_task_restarts"
 RATES = "silver.zj_port_rates"
 MINUTE, FLOW, LINK = "bronze.zj_port_minute", "bronze.zj_flow", "bronze.zj_link"
 ITERATION_COUNTERS = "silver.zj_iteration_counters"
@@ -186,4 +188,5 @@ DERIVED = [
     replace(derived(ITERATION_NETWORK, network_verdicts, (PATHS, ITERATIONS, *EVIDENCE)),
             rebuild=rebuild_iteration_network),
     derived(SUMMARY, task_network_summary, (ITERATION_NETWORK,)),
+    derived(TIME_LOST, task_time_lost, (ITERATION_NETWORK,), optional=(RESTARTS,)),
 ]

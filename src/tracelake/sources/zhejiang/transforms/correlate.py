@@ -595,10 +595,16 @@ def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: Data
 
 # ---------------------------------------------------------------- per task
 
+def explained_by_network() -> Column:
+    """A row of gold.zj_iteration_network the network explains: verdicts named a suspect port
+    (only for a slow iteration it may blame). The one definition every per-task count reads."""
+    return F.col("suspect_reason") != "none"
+
+
 def task_network_summary(gold: DataFrame, rules: Rules = Rules()) -> DataFrame:
     """gold.zj_task_network_summary: one row per task from gold.zj_iteration_network."""
     with_data = F.col("coverage") > 0
-    blamed = F.col("suspect_reason") != "none"
+    blamed = explained_by_network()
     totals = gold.groupBy("task_id").agg(
         F.min("start_ts").alias("window_start_ts"), F.max("end_ts").alias("window_end_ts"),
         F.count(F.lit(1)).cast("int").alias("iterations"),
