@@ -51,3 +51,16 @@ def test_the_docs_table_of_renames_is_the_schema_files():
     declared = {s.full_name: sorted((old, c.name) for c in s.columns for old in c.formerly)
                 for s in DERIVED if any(c.formerly for c in s.columns)}
     assert documented == declared
+
+
+def test_the_tables_page_lists_every_table_with_its_key_and_partitioning():
+    text = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")
+    listed = {name: (keys, parts) for name, keys, parts in
+              re.findall(r"^\| `([a-z]+\.[a-z_]+)` \| ([^|]*) \| ([^|]*) \|", text, re.M)}
+    declared = {}
+    for path in sorted((REPO / "schemas").glob("*.yaml")):
+        if path.name.startswith("_"):
+            continue
+        schema = table_schema(path.stem)
+        declared[schema.full_name] = (", ".join(schema.keys), ", ".join(schema.partition_by) or "–")
+    assert listed == declared

@@ -28,6 +28,8 @@ class Source:
     - `plan_batches`: the plan of only the named batches (`--hours H` or `FROM..TO`).
     - `report`: a module imported only when used: `render(engine, config, out)` returns its
       report section.
+    - `explain`: a module imported only when used: `explain(spark, config, key, number)` returns
+      the lines of `tracelake explain KEY NUMBER` (one record of the source, e.g. a task's iteration).
 
     A source's generator is its `synth` module (`generate(out, scale, seed, **options)` writes
     raw files in the release's format; one that takes `reference` is given the release folder
@@ -46,5 +48,6 @@ class Source:
     batch_by: str | None = None
     plan_batches: BatchPlan | None = None
     report: str | None = None
+    explain: str | None = None
     batch_files: BatchFiles | None = None
     in_place: Callable[[str], bool] | None = None

@@ -1,4 +1,4 @@
-"""`tracelake` command line: ingest, query, sql, tables, describe, generate, report, serve, demo.
+"""`tracelake` command line: ingest, query, sql, tables, describe, generate, report, explain, migrate, serve, demo.
 
 Errors print as one line (`tracelake: error: …`) with a non-zero exit; TRACELAKE_DEBUG=1 shows
 the traceback.
@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="vacuum keeps files of the last N hours (default 168; below that time travel ends sooner)")
     p.add_argument("--history", action="store_true", help="print the table's versions (newest first), not a summary")
     p.add_argument("--format", choices=("csv", "json", "table"), help="table on a terminal, csv when piped (default)")
+    _common(p)
+
+    p = sub.add_parser("explain", help="why one training iteration was slow: its baseline, the evidence on each "
+                                       "port of its path, the suspect and why, the parties on shared ports, coverage")
+    p.add_argument("task", help="task id (a Zhejiang taskinfo folder name), e.g. 20240523-1115-2")
+    p.add_argument("iteration", type=int, help="the iteration: the last step a log record covers")
     _common(p)
 
     p = sub.add_parser("migrate", help="rename the columns of tables an earlier release wrote to this release's "
@@ -578,6 +584,15 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tracelake.run.registry import explain_modules
+
+    with _engine(args, need_lake=True) as (engine, config):
+        for module in explain_modules():
+            print("\n".join(module.explain(engine.spark, config, args.task, args.iteration)))
+    return 0
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     from tracelake.delta.catalog import check_writable
     from tracelake.delta.lock import lake_write_lock
@@ -606,7 +621,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 COMMANDS = {
     "ingest": cmd_ingest, "query": cmd_query, "tables": cmd_tables, "describe": cmd_describe,
     "generate": cmd_generate, "report": cmd_report, "demo": cmd_demo, "maintain": cmd_maintain,
-    "serve": cmd_serve, "sql": cmd_sql, "migrate": cmd_migrate,
+    "serve": cmd_serve, "sql": cmd_sql, "migrate": cmd_migrate, "explain": cmd_explain,
 }
 
 

@@ -170,6 +170,11 @@ def all_derived() -> list[Derived]:
     return ordered
 
 
+def explain_modules() -> list[ModuleType]:
+    """The modules behind `tracelake explain`, of the sources that have one."""
+    return [importlib.import_module(s.explain) for s in declarations() if s.explain]
+
+
 def report_modules() -> list[ModuleType]:
     """Report pages: the cross-trace page, then each source's that has one."""
     return [importlib.import_module(s.report) for s in declarations() if s.report]

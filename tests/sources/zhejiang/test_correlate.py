@@ -395,6 +395,110 @@ def test_report_draws_one_figure_per_task(engine, world, tmp_path):
     assert "top suspect ports" in section.tables_html[0]
 
 
+def test_explain_names_the_injected_port_and_the_rule_that_picked_it(engine, world):
+    from helpers import tracelake_in_process
+
+    from tracelake.sources.zhejiang.explain import explain
+
+    _, config, truth = world
+    gold = _gold(engine.spark, config)
+    episode = truth["episodes"][0]
+    hit = episode["slowed_iterations"][0]
+    key = next((hit["task_id"], i) for i in hit["iterations"]
+               if (gold[(hit["task_id"], i)]["suspect_device_name"], gold[(hit["task_id"], i)]["suspect_port_name"])
+               == (episode["switch"], episode["port"]))
+    row = gold[key]
+    lines = explain(engine.spark, config, *key)
+    assert lines[0] == f"task {key[0]}, iteration {key[1]} (one step), run segment 1 (0 restarts before it)"
+    assert f"slowdown {row['slowdown']:.2f}x: slow (slow at >= 1.10x)" in lines[2]
+    assert (f"suspect: {row['suspect_reason']} at {episode['switch']} {episode['port']} "
+            f"(score {row['suspect_score']:.2f})") in lines
+    suspect_rows = [line for line in lines if line.startswith("* ")]
+    assert len(suspect_rows) == 1 and f" {episode['port']} (" in suspect_rows[0]
+    why = lines[lines.index(next(line for line in lines if line.startswith("suspect: "))) + 1]
+    assert why.startswith("  why: ")
+    assert lines[-2 if lines[-1].startswith("  no data from") else -1].startswith(
+        f"coverage {row['coverage']:.2f}: {row['ports_with_data']} of {row['ports_expected']} path ports")
+
+    done = tracelake_in_process(engine, "explain", key[0], str(key[1]), "--lake", config.lake_root)
+    assert (done.returncode, done.stdout) == (0, "\n".join(lines) + "\n")
+
+
+def test_explain_of_a_quiet_slow_iteration_and_of_an_unknown_one(engine, world):
+    from helpers import tracelake_in_process
+
+    from tracelake.sources.zhejiang.explain import explain
+
+    _, config, truth = world
+    gold = _gold(engine.spark, config)
+    quiet = truth["quiet_slow_iterations"][0]
+    key = (quiet["task_id"], quiet["iteration"])
+    lines = explain(engine.spark, config, *key)
+    said = next(line for line in lines if line.startswith("no suspect: "))
+    assert said.startswith("no suspect: its path stayed quiet: communication grew by ")
+    assert said.endswith(" (a checkpoint save)") == gold[key]["is_checkpoint"]
+
+    iterations = sorted(i for t, i in gold if t == key[0])
+    past = iterations[-1] + 1000
+    done = tracelake_in_process(engine, "explain", key[0], str(past), "--lake", config.lake_root)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"tracelake: error: explain: task {key[0]} has no record ending at iteration {past} "
+                                   "(a record names the last step it covers); nearest: "
+                                   f"{', '.join(map(str, iterations[-3:]))}")
+    done = tracelake_in_process(engine, "explain", key[0] + "x", "1", "--lake", config.lake_root)
+    assert done.returncode == 2 and f"explain: no task {key[0]}x in gold.zj_iteration_network" in done.stderr
+    assert key[0] in done.stderr  # the nearest task named
+
+
+def test_explain_words_each_reason_from_the_figures():
+    from tracelake.sources.zhejiang.explain import Chain, render
+
+    verdict = {"task_id": "t", "iteration": 12, "start_ts": datetime(2024, 5, 23, 3, 0, tzinfo=UTC),
+               "end_ts": datetime(2024, 5, 23, 3, 1, 4, 500000, tzinfo=UTC), "duration_s": 64.5, "baseline_s": 40.0,
+               "slowdown": 1.6125, "is_slow": True, "is_checkpoint": False, "comm_busy_s": 30.0,
+               "comm_busy_baseline_s": 10.0, "network_shaped": True, "coverage": 0.5, "ports_with_data": 1,
+               "ports_expected": 2, "nics_with_flows": 1, "nics_expected": 2, "suspect_device_name": "X-Leaf-2.GPU",
+               "suspect_port_name": "FourHundredGigE1/0/40", "suspect_reason": "uplink_saturation", "suspect_score": 0.4}
+    port = {"device_name": "X-Leaf-2.GPU", "port_name": "FourHundredGigE1/0/40", "leaf": "Leaf-2", "role": "uplink",
+            "counted": True, "counter_rows": 120, "minute_rows": 2, "util_max": 0.97, "typical_util_max": 0.2,
+            "hot_share": 0.5, "typical_hot_share": 0.1, "loss_pkts": 0, "typical_loss_pkts": 0.0,
+            "minute_util_max": 0.7, "typical_minute_util_max": 0.1, "elevated_flows": 0}
+    path = [{"device_name": "X-Leaf-2.GPU", "port_name": p, "leaf": "Leaf-2", "role": "uplink"}
+            for p in ("FourHundredGigE1/0/40", "FourHundredGigE1/0/9")]
+    parties = [{"device_name": "X-Leaf-2.GPU", "port_name": "FourHundredGigE1/0/40", "party": party, "share": share,
+                "is_top": top} for party, share, top in (("t", 0.25, False), ("u", 0.7, True), ("unattributed", 0.05, False))]
+    chain = Chain(verdict, {"iterations_in_record": 2, "restarts_before": 1, "after_restart": False}, [port], path,
+                  parties, True)
+    assert render(chain) == [
+        "task t, iteration 12 (steps 11–12 in one record), run segment 2 (1 restart before it)",
+        "  2024-05-23 03:00:00.000 -> 2024-05-23 03:01:04.500 UTC",
+        "  duration 64.50 s, baseline 40.00 s (lower quartile of the 21 records around it in its segment), "
+        "slowdown 1.61x: slow (slow at >= 1.10x)",
+        "  communication: 30.00 s busy on its access ports against a baseline of 10.00 s; the extra time spent "
+        "communicating: yes",
+        "",
+        "evidence on the task's path (2 ports carry its traffic, 1 with data; typical = the port's median over the "
+        "task's iterations; * the suspect):",
+        "  port (role)                            counted  util max (typ)  time >= 0.90 (typ)  loss pkts (typ)  "
+        "minute util (typ)  elevated flows",
+        "* Leaf-2 FourHundredGigE1/0/40 (uplink)  yes      0.97 (0.20)     50% (10%)           0 (0)            "
+        "0.70 (0.10)        0",
+        "",
+        "suspect: uplink_saturation at X-Leaf-2.GPU FourHundredGigE1/0/40 (score 0.40)",
+        "  why: its counters reached 0.97 utilisation against a typical 0.20, 50% of the rated time at >= 0.90 "
+        "against a typical 10%; the task's own access ports come before shared uplinks, saturation before loss, RTT last",
+        "",
+        "parties on its shared ports (share of the inter-leaf traffic in the overlapping minutes):",
+        "  Leaf-2 FourHundredGigE1/0/40:",
+        "    u                              70%  <- top",
+        "    t                              25%",
+        "    unattributed                    5%",
+        "",
+        "coverage 0.50: 1 of 2 path ports with counters or port.csv rows, 1 of 2 NICs seen in intra-task flows",
+        "  no data from: Leaf-2 FourHundredGigE1/0/9 (uplink)",
+    ]
+
+
 def test_a_cropped_task_figure_says_how():
     import pandas as pd
 

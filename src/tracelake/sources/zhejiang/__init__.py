@@ -80,5 +80,6 @@ def declare() -> Source:
 
     derived = tuple(entry for part in _parts()[0] for entry in part.DERIVED)
     return Source("zhejiang", plan, derived, batch_by=HOUR, plan_batches=plan_hours,
-                  batch_files=hour_files, in_place=port_file, report="tracelake.sources.zhejiang.report")
+                  batch_files=hour_files, in_place=port_file, report="tracelake.sources.zhejiang.report",
+                  explain="tracelake.sources.zhejiang.explain")
 
