@@ -1,8 +1,9 @@
 """Report section: Zhejiang tasks against the network, from gold.zj_iteration_network.
 
 Per task one figure (PNG) on one UTC time axis: top, every iteration's duration with its
-baseline, slow iterations marked (filled in the colour of the port blamed, hollow when nothing on
-the path explains them or there is no network data); bottom, per iteration, the largest
+baseline, slow iterations marked by reason (the marker: saturation of an access port or an
+uplink, loss, RTT; filled in the colour of the port blamed; hollow when nothing on the path
+explains them, a square for a checkpoint save, or there is no network data); bottom, per iteration, the largest
 utilisation (max of in/out, silver.zj_port_rates) of the most blamed ports and of the task's
 busiest access port, with the blamed iterations shaded in their port's colour. The axis spans
 the iterations that have network data, or the whole task when none has. Plus the per-task
@@ -26,7 +27,9 @@ MAX_PORTS = 6
 COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
 OTHER_PORT = "#e377c2"  # slow iterations blamed on a port the figure does not draw (grey is the access port's)
 ACCESS_PORT = "#aaaaaa"
-GOLD_COLUMNS = ("iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "is_slow", "coverage",
+# a slow iteration's marker says its reason; its colour says the port blamed
+MARKERS = {"access_saturation": "o", "uplink_saturation": "^", "loss": "X", "rtt": "D"}
+GOLD_COLUMNS = ("iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "is_slow", "is_checkpoint", "coverage",
                 "access_util_max", "suspect_device_name", "suspect_port_name", "suspect_reason")
 
 
@@ -115,17 +118,23 @@ def task_figure(task_id: str, its: pd.DataFrame, levels: pd.DataFrame, ports: li
     slow = its[its["is_slow"]]
     blamed = slow[slow["suspect_reason"] != "none"]
     quiet = slow[slow["suspect_reason"] == "none"]
-    top.scatter(quiet["end_ts"], quiet["duration_s"], facecolors="none", edgecolors="black", s=40, zorder=3,
-                label="slow, no network cause" if (quiet["coverage"] > 0).any() else "slow (no network data)")
+    saves = quiet[quiet["is_checkpoint"]]
+    quiet = quiet[~quiet["is_checkpoint"]]
+    if len(saves):
+        top.scatter(saves["end_ts"], saves["duration_s"], marker="s", facecolors="none", edgecolors="black", s=40,
+                    zorder=3, label=f"slow, a checkpoint save ({len(saves)})")
+    if len(quiet):
+        top.scatter(quiet["end_ts"], quiet["duration_s"], facecolors="none", edgecolors="black", s=40, zorder=3,
+                    label="slow, no network cause" if (quiet["coverage"] > 0).any() else "slow (no network data)")
     for _, it in blamed.iterrows():
         c = colour.get((it["suspect_device_name"], it["suspect_port_name"]), OTHER_PORT)
         for ax in (top, bottom):
             ax.axvspan(it["start_ts"], it["end_ts"], color=c, alpha=0.15, lw=0)
     for port in ports:
         mine = blamed[(blamed["suspect_device_name"] == port[0]) & (blamed["suspect_port_name"] == port[1])]
-        reasons = "/".join(sorted(set(mine["suspect_reason"])))
-        top.scatter(mine["end_ts"], mine["duration_s"], color=colour[port], s=40, zorder=3,
-                    label=f"slow, blamed on {_short(*port)} ({reasons}, {len(mine)})")
+        for reason, rows in sorted(mine.groupby("suspect_reason")):
+            top.scatter(rows["end_ts"], rows["duration_s"], color=colour[port], marker=MARKERS.get(reason, "o"),
+                        s=40, zorder=3, label=f"slow, {reason} on {_short(*port)} ({len(rows)})")
     shown = pd.Series(list(zip(blamed["suspect_device_name"], blamed["suspect_port_name"])), index=blamed.index).isin(ports)
     others = blamed[~shown]
     if len(others):
