@@ -7,7 +7,9 @@ and rows and files per table; asserts nothing.
 
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
-the correlation of the tasks over the whole lake <= 120 s. The first hour is a full ingest
+the correlation of the tasks over the whole lake <= 120 s. After the hours it projects a month
+(744 hourly ingests): the mean hour's wall, the peak, the disk a month of tables takes, and the
+steps whose time grows with the lake (month_projection). The first hour is a full ingest
 (workbook, task logs, traffic); later hours use --hours, as the hourly Airflow DAG does. Beside
 the last/second ratio it prints the last hour over the first later hour whose iterations have
 counter evidence of the same tasks as the last's: an hour without a task's traffic does less
@@ -69,6 +71,58 @@ def slowest_steps(stderr: str, most: int = 4) -> str:
     ranked = sorted(steps, key=lambda s: -s[0])
     shown = ranked[:most] + [s for s in ranked[most:] if "iteration" in s[1] or "task_network" in s[1]]
     return " ".join(label for seconds, label in shown if seconds >= 0.1)
+
+
+def step_seconds(stderr: str) -> dict[str, float]:
+    """Every progress step's seconds, by its label (the table, plus `(w)` for its write)."""
+    found: dict[str, float] = {}
+    for line in stderr.splitlines():
+        if (match := STEP.search(line)) and not match["label"].startswith("hour "):
+            name = match["label"].split(":")[0] + ("(w)" if "writing" in line else "")
+            found[name] = found.get(name, 0.0) + float(match["s"])
+    return found
+
+
+MONTH_HOURS = 744  # 31 days
+
+
+def lake_bytes(lake: Path) -> dict[str, int]:
+    """Bytes on disk per layer.table of the lake (its data files and logs; no scratch)."""
+    out: dict[str, int] = {}
+    for log in lake.glob("*/*/_delta_log"):
+        table = log.parent
+        out[f"{table.parent.name}.{table.name}"] = sum(f.stat().st_size for f in table.rglob("*") if f.is_file())
+    return out
+
+
+def month_projection(walls: list[float], peaks: list[float], steps: list[dict[str, float]],
+                     disk_first: dict[str, int], disk_last: dict[str, int], hours: int) -> list[str]:
+    """A month of hourly ingests from the hours measured (the first, a full ingest of the
+    workbook and task logs too, left out of the per-hour cost): the mean hour x MONTH_HOURS, the
+    peak, the disk a month of tables takes (each table's growth per hour after the first, x
+    MONTH_HOURS), and each step whose last quarter of hours took more than 1.2x its first quarter
+    (a step that grows with the lake)."""
+    later = walls[1:]
+    mean = sum(later) / len(later)
+    per_hour = {t: (disk_last.get(t, 0) - disk_first.get(t, 0)) / max(1, hours - 1) for t in disk_last}
+    month_bytes = sum(disk_last.values()) + sum(per_hour.values()) * (MONTH_HOURS - hours)
+    biggest = sorted(per_hour.items(), key=lambda kv: -kv[1])[:3]
+    quarter = max(1, len(later) // 4)
+    grows = []
+    for label in sorted({k for hour in steps[1:] for k in hour}):
+        values = [hour.get(label, 0.0) for hour in steps[1:]]
+        first, last = sum(values[:quarter]) / quarter, sum(values[-quarter:]) / quarter
+        if last >= 0.5 and last > 1.2 * first:  # steps under half a second are noise here
+            grows.append(f"{label} {first:.1f}s -> {last:.1f}s")
+    return [
+        f"month projection from {hours} hours ({len(later)} hourly ingests after the first): "
+        f"{mean:.1f} s an hour x {MONTH_HOURS} = {mean * MONTH_HOURS / 3600:.1f} h of ingest a month "
+        f"({mean / 36:.1f} % of the wall clock); peak RSS {max(peaks):.2f} GB",
+        f"  disk: {sum(disk_last.values()) / 1e9:.2f} GB after {hours} hours, +{sum(per_hour.values()) / 1e9:.3f} GB "
+        f"an hour -> {month_bytes / 1e9:.0f} GB for a month (most per hour: "
+        + ", ".join(f"{t} {b / 1e6:.0f} MB" for t, b in biggest) + ")",
+        "  steps that grow with the lake (last quarter of hours > 1.2x the first): " + ("; ".join(grows) or "none"),
+    ]
 
 
 def add_actions(path: Path) -> dict[str, list] | None:
@@ -158,6 +212,9 @@ def main() -> None:
         print(f"{'':11} {args.rev}: {wall:.1f} s, peak {peak:.2f} GB, rc {rc}"
               + (f"  error: {err.strip().splitlines()[-1] if err.strip() else rc}" if rc else ""), flush=True)
 
+    steps: list[dict[str, float]] = []  # each hour's progress steps, for the projection
+    disk: list[dict[str, int]] = []  # the lake's bytes per table after each hour
+
     def one_hour(hour: str, label: str, full: bool = False, compare: bool = False) -> float:
         started = time.perf_counter()
         generated = subprocess.run([*CLI, *world, "--only-hour", hour], capture_output=True, text=True)
@@ -170,6 +227,8 @@ def main() -> None:
             old_hour(hour, scope)
         wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), *scope, "--lake", str(lake)])
         peaks.append(peak)
+        steps.append(step_seconds(err))
+        disk.append(lake_bytes(lake))
         if compare and not old_first:
             old_hour(hour, scope)
         shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
@@ -192,6 +251,9 @@ def main() -> None:
               f"against {max(p for _, p, _ in old):.2f} GB; {args.rev}'s last / second hour "
               f"{old[-1][0] / old[1][0] if len(old) > 1 else float('nan'):.2f}x; failed hours of {args.rev}: "
               f"{sum(1 for _, _, rc in old if rc)}")
+    if len(walls) >= 3:
+        print()
+        print("\n".join(month_projection(walls, peaks, steps, disk[0], disk[len(walls) - 1], len(walls))))
     middle = hours[len(hours) // 2]
     before = {t: per_hour_rows(lake, t) for t in TABLES}
     again = one_hour(middle, f"{middle}*")
