@@ -87,30 +87,41 @@ MONTH_HOURS = 744  # 31 days
 
 
 def lake_bytes(lake: Path) -> dict[str, int]:
-    """Bytes on disk per layer.table of the lake (its data files and logs; no scratch)."""
+    """Bytes on disk per layer.table of the lake (its data files and logs; no scratch). A file
+    linked into two tables (the port pass's files: bronze.zj_port_counters' and
+    silver.zj_port_rates') is one inode on disk and counts once, in the first table that holds it."""
     out: dict[str, int] = {}
-    for log in lake.glob("*/*/_delta_log"):
-        table = log.parent
-        out[f"{table.parent.name}.{table.name}"] = sum(f.stat().st_size for f in table.rglob("*") if f.is_file())
+    seen: set[tuple[int, int]] = set()
+    for log in sorted(lake.glob("*/*/_delta_log")):
+        table, total = log.parent, 0
+        for f in table.rglob("*"):
+            stat = f.stat()
+            if f.is_file() and (stat.st_dev, stat.st_ino) not in seen:
+                seen.add((stat.st_dev, stat.st_ino))
+                total += stat.st_size
+        out[f"{table.parent.name}.{table.name}"] = total
     return out
 
 
 def month_projection(walls: list[float], peaks: list[float], steps: list[dict[str, float]],
-                     disk_first: dict[str, int], disk_last: dict[str, int], hours: int) -> list[str]:
+                     disk_first: dict[str, int], disk_last: dict[str, int], hours: int,
+                     alike: list[int] | None = None) -> list[str]:
     """A month of hourly ingests from the hours measured (the first, a full ingest of the
     workbook and task logs too, left out of the per-hour cost): the mean hour x MONTH_HOURS, the
     peak, the disk a month of tables takes (each table's growth per hour after the first, x
     MONTH_HOURS), and each step whose last quarter of hours took more than 1.2x its first quarter
-    (a step that grows with the lake)."""
+    (a step that grows with the lake), among the hours `alike` (indexes of hours with the same
+    tasks' traffic as the last: a task's hours do the correlation's work, the others do not)."""
     later = walls[1:]
     mean = sum(later) / len(later)
     per_hour = {t: (disk_last.get(t, 0) - disk_first.get(t, 0)) / max(1, hours - 1) for t in disk_last}
     month_bytes = sum(disk_last.values()) + sum(per_hour.values()) * (MONTH_HOURS - hours)
     biggest = sorted(per_hour.items(), key=lambda kv: -kv[1])[:3]
-    quarter = max(1, len(later) // 4)
+    compared = [steps[i] for i in (alike or range(1, len(steps)))]
+    quarter = max(1, len(compared) // 4)
     grows = []
-    for label in sorted({k for hour in steps[1:] for k in hour}):
-        values = [hour.get(label, 0.0) for hour in steps[1:]]
+    for label in sorted({k for hour in compared for k in hour}):
+        values = [hour.get(label, 0.0) for hour in compared]
         first, last = sum(values[:quarter]) / quarter, sum(values[-quarter:]) / quarter
         if last >= 0.5 and last > 1.2 * first:  # steps under half a second are noise here
             grows.append(f"{label} {first:.1f}s -> {last:.1f}s")
@@ -121,7 +132,8 @@ def month_projection(walls: list[float], peaks: list[float], steps: list[dict[st
         f"  disk: {sum(disk_last.values()) / 1e9:.2f} GB after {hours} hours, +{sum(per_hour.values()) / 1e9:.3f} GB "
         f"an hour -> {month_bytes / 1e9:.0f} GB for a month (most per hour: "
         + ", ".join(f"{t} {b / 1e6:.0f} MB" for t, b in biggest) + ")",
-        "  steps that grow with the lake (last quarter of hours > 1.2x the first): " + ("; ".join(grows) or "none"),
+        f"  steps that grow with the lake (of {len(compared)} hours with the last hour's tasks, the last quarter "
+        "> 1.2x the first): " + ("; ".join(grows) or "none"),
     ]
 
 
@@ -252,8 +264,10 @@ def main() -> None:
               f"{old[-1][0] / old[1][0] if len(old) > 1 else float('nan'):.2f}x; failed hours of {args.rev}: "
               f"{sum(1 for _, _, rc in old if rc)}")
     if len(walls) >= 3:
+        alike_tasks = tasks_by_hour(lake)
+        alike = [i for i, hour in enumerate(hours) if i > 0 and alike_tasks.get(hour) == alike_tasks.get(hours[-1])]
         print()
-        print("\n".join(month_projection(walls, peaks, steps, disk[0], disk[len(walls) - 1], len(walls))))
+        print("\n".join(month_projection(walls, peaks, steps, disk[0], disk[len(walls) - 1], len(walls), alike)))
     middle = hours[len(hours) // 2]
     before = {t: per_hour_rows(lake, t) for t in TABLES}
     again = one_hour(middle, f"{middle}*")
