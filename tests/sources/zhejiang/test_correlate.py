@@ -499,6 +499,17 @@ def test_explain_words_each_reason_from_the_figures():
     ]
 
 
+@pytest.mark.portable
+def test_the_report_names_the_task_top_in_the_most_seconds_of_a_victims_slowdown(spark):
+    from tracelake.sources.zhejiang.report import top_interferers
+
+    rows = spark.createDataFrame([("a", "b", "task", 3, 10.0), ("a", "c", "task", 5, 8.0),
+                                  ("a", "unattributed", "unattributed", 9, 50.0), ("d", "a", "task", 1, 2.5)],
+                                 "task_id string, party string, party_kind string, slow_iterations int, slowdown_s double")
+    assert top_interferers(rows) == {"a": "b: 3 iterations, 10.0 s", "d": "a: 1 iterations, 2.5 s"}
+    assert top_interferers(None) == {}
+
+
 def test_a_cropped_task_figure_says_how():
     import pandas as pd
 

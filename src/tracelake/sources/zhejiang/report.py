@@ -171,7 +171,8 @@ def summary_table(summary: pd.DataFrame) -> str:
     cols = {"task_id": "task", "iterations": "iterations", "iterations_with_data": "with network data",
             "slow_iterations": "slow", "slow_with_data": "slow with data",
             "slow_explained_by_network": "explained by network", "share_explained_by_network": "share",
-            "nic_gbps_median": "NIC Gb/s (median)", "top_suspect_ports": "top suspect ports"}
+            "nic_gbps_median": "NIC Gb/s (median)", "top_suspect_ports": "top suspect ports",
+            "top_interferer": "top interfering task"}
     head = "".join(f"<th>{html.escape(v)}</th>" for v in cols.values())
     rows = []
     for _, r in summary.iterrows():
@@ -190,12 +191,27 @@ def summary_table(summary: pd.DataFrame) -> str:
             + "".join(rows) + "</table>")
 
 
+def top_interferers(interference) -> dict[str, str]:
+    """Per victim task, the other task that was top on its blamed shared ports in the most seconds
+    of slowdown (gold.zj_task_interference), as 'TASK: N iterations, S s'."""
+    if interference is None:
+        return {}
+    rows = interference.filter(F.col("party_kind") == "task").toPandas()
+    named = {}
+    for task_id, mine in rows.groupby("task_id"):
+        top = mine.sort_values(["slowdown_s", "party"], ascending=[False, True]).iloc[0]
+        named[task_id] = f"{top['party']}: {int(top['slow_iterations'])} iterations, {top['slowdown_s']:.1f} s"
+    return named
+
+
 def render(engine, config, out_dir: Path) -> Section | None:
-    summary, gold, rates = read_tables(engine.spark, config, "gold.zj_task_network_summary",
-                                       "gold.zj_iteration_network", "silver.zj_port_rates")
+    summary, gold, rates, interference = read_tables(
+        engine.spark, config, "gold.zj_task_network_summary", "gold.zj_iteration_network", "silver.zj_port_rates",
+        "gold.zj_task_interference")
     if summary is None or gold is None:
         return None
     tasks = summary.toPandas().sort_values(["iterations_with_data", "task_id"], ascending=[False, True])
+    tasks["top_interferer"] = tasks["task_id"].map(top_interferers(interference)).fillna("")
     synthetic = bool({"bronze.zj_task_log_events", "bronze.zj_port_counters"} & synthetic_tables(config))
     section = Section("Zhejiang: iteration slowdowns and the network" + (" (synthetic data)" if synthetic else ""))
     for task_id in tasks["task_id"][:MAX_TASKS]:
