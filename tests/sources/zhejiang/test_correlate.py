@@ -506,7 +506,7 @@ def test_the_report_names_the_task_top_in_the_most_seconds_of_a_victims_slowdown
     rows = spark.createDataFrame([("a", "b", "task", 3, 10.0), ("a", "c", "task", 5, 8.0),
                                   ("a", "unattributed", "unattributed", 9, 50.0), ("d", "a", "task", 1, 2.5)],
                                  "task_id string, party string, party_kind string, slow_iterations int, slowdown_s double")
-    assert top_interferers(rows) == {"a": "b: 3 iterations, 10.0 s", "d": "a: 1 iterations, 2.5 s"}
+    assert top_interferers(rows) == {"a": "b: 3 iterations, 10.0 s", "d": "a: 1 iteration, 2.5 s"}
     assert top_interferers(None) == {}
 
 

@@ -200,7 +200,8 @@ def top_interferers(interference) -> dict[str, str]:
     named = {}
     for task_id, mine in rows.groupby("task_id"):
         top = mine.sort_values(["slowdown_s", "party"], ascending=[False, True]).iloc[0]
-        named[task_id] = f"{top['party']}: {int(top['slow_iterations'])} iterations, {top['slowdown_s']:.1f} s"
+        n = int(top["slow_iterations"])
+        named[task_id] = f"{top['party']}: {n} iteration{'s' if n != 1 else ''}, {top['slowdown_s']:.1f} s"
     return named
 
 
