@@ -56,8 +56,8 @@ def check_against_truth(gold: Iterable[Verdict], truth: Mapping[str, Any],
     decoys = tuple(sorted(k for k, v in verdicts.items() if v["suspect_reason"] != "none"
                           and (v["suspect_device_name"], v["suspect_port_name"]) in decoy_ports))
     interference = [e for e in truth["episodes"] if e["kind"] == "interference"]
-    if parties is None or not interference:
-        return TruthCheck(found, len(truth["episodes"]), decoys, interference_injected=len(interference))
+    if parties is None or not interference:  # not held against the interference table: nothing said of it
+        return TruthCheck(found, len(truth["episodes"]), decoys)
     top = {(r["task_id"], r["iteration"], r["device_name"], r["port_name"]): r["party"] for r in parties if r["is_top"]}
     named = {e["id"]: [top.get((e["victim_task"], i, e["switch"], e["port"])) == e["aggressor_task"]
                        for i in e["iterations"]] for e in interference}
