@@ -19,7 +19,8 @@ Rules (defaults of correlate.Rules; the same text is in the tables' schemas):
                 a task without iterations owns none. A flow row is owned at its `time`.
   party         the task owning both ends, or one end when the other end is no task's (a storage
                 server: a checkpoint write); any other flow row (IPs of no known task, or of
-                two tasks) is 'unattributed'. The iteration's own task is the party 'victim'.
+                two tasks) is 'unattributed'. The iteration's own task is a party too (party_kind
+                'victim'; another task's is 'task').
   weight        a flow row covers the minute before its time; its packets (read + write + send)
                 count in proportion to the part of that minute inside the iteration's window:
                 packets x overlap_s / 60, as if spread evenly over the minute. (The correlation
@@ -35,8 +36,6 @@ cross join; the flow rows are cut to the leafs of the shared ports before the jo
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -49,7 +48,6 @@ RULES = Rules()  # the correlation's defaults: the same saturation thresholds an
 OWNER_PAD_S = 60  # a flow minute ending this close to a task's window is its traffic (NCCL setup, the last all-reduce)
 KEYS = ["task_id", "iteration", "device_name", "port_name"]
 LEAF = ["task_id", "iteration", "device_name"]
-NEVER = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def _seconds(n: int) -> Column:
