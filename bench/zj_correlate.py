@@ -190,7 +190,8 @@ def phase_interference(lake: Path, out: Path) -> dict:
         t = time.perf_counter()
         frame.write.mode("overwrite").parquet(str(out / name))
         timings[name] = time.perf_counter() - t
-        return spark.read.parquet(str(out / name))
+        back = spark.read.parquet(str(out / name))
+        return back if back.columns else spark.createDataFrame([], frame.schema)  # Sail writes no file for no rows
 
     frames = read_tables(spark, config, *REQUIRED, *OPTIONAL)
     rows = timed("iteration_interference", interference(*frames))
