@@ -17,9 +17,14 @@ which the phase waits for when it stops the engine):
              gold.zj_task_network_summary for the task, computed from that one lake, reading
              only the task's hours (hour_cst partitions) of the network tables, written to
              Parquet: the correlation step alone, as a whole-task rebuild.
-Prints wall time and peak memory, and recall/precision of the suspects against the ground truth.
+  interference  at the same points, alternating with correlate (C I C I): the whole lake's
+             gold.zj_iteration_interference (from gold.zj_iteration_network, the paths, ranks,
+             per-iteration evidence and every flow hour of the lake) and gold.zj_task_interference,
+             written to Parquet: the interference step alone, as a whole-lake rebuild.
+Prints wall time and peak memory, recall/precision of the suspects against the ground truth, and
+each interference run's wall beside the correlation's run before it (no timed assert).
 
-    python bench/zj_correlate.py [--hours 1 2 4] [--work DIR] [--keep]
+    python bench/zj_correlate.py [--hours 1 2 4] [--tasks 1] [--rounds 2] [--work DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -89,7 +94,7 @@ def _whole_day(original):
     return write_tasks
 
 
-def generate_world(raw: Path, hours: int) -> None:
+def generate_world(raw: Path, hours: int, tasks: int = 1) -> None:
     from tracelake.run.registry import generate
     from tracelake.sources.zhejiang import synth as zj
 
@@ -97,7 +102,7 @@ def generate_world(raw: Path, hours: int) -> None:
         saved = zj._port_writer, zj.write_tasks
         stack.callback(lambda: (setattr(zj, "_port_writer", saved[0]), setattr(zj, "write_tasks", saved[1])))
         zj._port_writer, zj.write_tasks = _every_port_writer, _whole_day(zj.write_tasks)
-        generate("zhejiang", raw, scale=1.0, seed=SEED, hours=hours, tasks=1)
+        generate("zhejiang", raw, scale=1.0, seed=SEED, hours=hours, tasks=tasks)
 
 
 # ---------------------------------------------------------------- the measured phases
@@ -168,6 +173,37 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     return {"wall_s": wall, "peak_mb": peak_rss_mb(), "steps": timings, "rows": rows}
 
 
+def phase_interference(lake: Path, out: Path) -> dict:
+    """gold.zj_iteration_interference of the whole lake from the tables the hourly ingests
+    left (the verdicts, paths, ranks, per-iteration evidence and every flow hour), then
+    gold.zj_task_interference from it, each written to Parquet once: the interference step
+    alone, without the quality gate, as a build from scratch."""
+    from tracelake.delta.catalog import read_tables
+    from tracelake.sources.zhejiang.interference import OPTIONAL, REQUIRED
+    from tracelake.sources.zhejiang.transforms.interference import interference, task_interference
+
+    engine, config = _engine(lake)
+    spark, timings = engine.spark, {}
+    t0 = time.perf_counter()
+
+    def timed(name: str, frame):
+        t = time.perf_counter()
+        frame.write.mode("overwrite").parquet(str(out / name))
+        timings[name] = time.perf_counter() - t
+        back = spark.read.parquet(str(out / name))
+        return back if back.columns else spark.createDataFrame([], frame.schema)  # Sail writes no file for no rows
+
+    frames = read_tables(spark, config, *REQUIRED, *OPTIONAL)
+    rows = timed("iteration_interference", interference(*frames))
+    per_task = timed("task_interference", task_interference(rows))
+    wall = time.perf_counter() - t0
+    counts = {"rows": rows.count(), "ports": rows.select("task_id", "iteration", "device_name", "port_name").distinct().count(),
+              "parties": rows.select("party").distinct().count(), "task_rows": per_task.count(),
+              "flow_rows": frames[-1].count()}
+    engine.stop()
+    return {"wall_s": wall, "peak_mb": peak_rss_mb(), "steps": timings, "rows": counts}
+
+
 def score(raw: Path, gold_parquet: Path, hours: int) -> str:
     """Recall over the episodes inside the first `hours` hours, precision over every suspect."""
     import pandas as pd
@@ -216,9 +252,11 @@ def first_part(raw: Path, part: Path) -> tuple[Path, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hours", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--tasks", type=int, default=1, help="tasks in the world (3 or more: interference episodes)")
+    parser.add_argument("--rounds", type=int, default=2, help="correlate/interference pairs at each point, alternated")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--phase", choices=["ingest", "correlate"], help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=["ingest", "correlate", "interference"], help=argparse.SUPPRESS)
     parser.add_argument("--hour", help=argparse.SUPPRESS)
     parser.add_argument("--raw", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--lake", type=Path, nargs="+", help=argparse.SUPPRESS)
@@ -229,14 +267,18 @@ def main() -> None:
     if args.phase == "correlate":
         print(json.dumps(phase_correlate(args.lake[0], args.lake[0] / "_bench")))
         return
+    if args.phase == "interference":
+        print(json.dumps(phase_interference(args.lake[0], args.lake[0] / "_bench")))
+        return
 
     work = args.work or Path(tempfile.mkdtemp(prefix="zj-correlate-bench-"))
     shutil.rmtree(work / "world", ignore_errors=True)
     raw = work / "world" / "raw"
     t = time.perf_counter()
-    generate_world(raw, max(args.hours))
+    generate_world(raw, max(args.hours), args.tasks)
     files = sum(1 for _ in (raw / "trafficinfo").glob("*/*/*.csv"))
-    print(f"zj correlate bench in {work} (local profile): one 4-host task over a day, {max(args.hours)} h of "
+    who = "one 4-host task" if args.tasks == 1 else f"{args.tasks} tasks"
+    print(f"zj correlate bench in {work} (local profile): {who} over a day, {max(args.hours)} h of "
           f"counters for all 24 switches, {files:,} per-port files, generated in {time.perf_counter() - t:.0f} s")
     lake = work / "world" / "lake"
     first, hours = first_part(raw, work / "world" / "first")
@@ -248,12 +290,26 @@ def main() -> None:
               f"{done['rows'].get('bronze.zj_port_counters', 0):,} counter rows ({slow})")
         if n not in args.hours:
             continue
-        corr = _run_phase("--phase", "correlate", "--lake", str(lake))
-        rows = corr["rows"]
-        print(f"\n{n} h of counters in the lake ({rows['counter_rows']:,} rate rows of the task's hours), "
-              f"{rows['iteration_network']:,} iterations ({rows['with_data']:,} with data), {rows['paths']} path ports")
-        print(f"  correlate  {corr['wall_s']:6.1f} s  peak {corr['peak_mb']:6.0f} MB  ("
-              + ", ".join(f"{k} {v:.1f} s" for k, v in corr["steps"].items()) + ")")
+        walls = {"correlate": [], "interference": []}
+        for r in range(1, args.rounds + 1):  # alternated, so a loaded machine weighs on both alike
+            corr = _run_phase("--phase", "correlate", "--lake", str(lake))
+            rows = corr["rows"]
+            if r == 1:
+                print(f"\n{n} h of counters in the lake ({rows['counter_rows']:,} rate rows of the task's hours), "
+                      f"{rows['iteration_network']:,} iterations ({rows['with_data']:,} with data), {rows['paths']} path ports")
+            print(f"  correlate     {corr['wall_s']:6.1f} s  peak {corr['peak_mb']:6.0f} MB  ("
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in corr["steps"].items()) + ")")
+            inter = _run_phase("--phase", "interference", "--lake", str(lake))
+            rows = inter["rows"]
+            print(f"  interference  {inter['wall_s']:6.1f} s  peak {inter['peak_mb']:6.0f} MB  ("
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in inter["steps"].items())
+                  + f"; {rows['rows']:,} rows on {rows['ports']:,} (iteration, shared port) pairs, {rows['parties']} parties, "
+                  f"{rows['flow_rows']:,} flow rows in the lake)  = {inter['wall_s'] / corr['wall_s']:.2f}x the correlation")
+            walls["correlate"].append(corr["wall_s"])
+            walls["interference"].append(inter["wall_s"])
+        best = {k: min(v) for k, v in walls.items()}
+        print(f"  best of {args.rounds}: interference {best['interference']:.1f} s, correlation {best['correlate']:.1f} s "
+              f"= {best['interference'] / best['correlate']:.2f}x (target <= 2x)")
         print(f"  suspects   {score(raw, lake / '_bench' / 'iteration_network', n)}\n")
     if not args.keep:
         shutil.rmtree(work / "world", ignore_errors=True)

@@ -17,7 +17,8 @@ def test_every_table_has_a_schema_and_a_gated_suite():
         "bronze.zj_task_pods", "bronze.zj_topology",
         "gold.jobs_characterization", "gold.jobs_duration_comparison", "gold.jobs_duration_quantiles",
         "gold.jobs_failures", "gold.jobs_gpu_count_cdf", "gold.zeus_time_energy_to_accuracy",
-        "gold.zj_iteration_network", "gold.zj_task_network_summary", "gold.zj_task_time_lost",
+        "gold.zj_iteration_interference", "gold.zj_iteration_network", "gold.zj_task_interference",
+        "gold.zj_task_network_summary", "gold.zj_task_time_lost",
         "ops.quality_results",
         "silver.jobs", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
         "silver.zj_iteration_port_minutes", "silver.zj_link_wiring", "silver.zj_nic_map", "silver.zj_nic_rates",
@@ -88,10 +89,11 @@ def test_every_derived_table_rebuilt_whole_says_why():
     from tracelake.run.registry import all_derived
 
     whole = [d.table for d in all_derived() if d.rebuild is None]
-    assert len(whole) == 12
+    assert len(whole) == 13
     assert [t for t in whole if "rebuilt whole" not in load_schema(t).description.lower()] == []
     partial = sorted(d.table for d in all_derived() if d.rebuild is not None)
-    assert partial == ["gold.zj_iteration_network", "silver.zj_iteration_counters", "silver.zj_iteration_flows",
+    assert partial == ["gold.zj_iteration_interference", "gold.zj_iteration_network", "silver.zj_iteration_counters",
+                       "silver.zj_iteration_flows",
                        "silver.zj_iteration_port_minutes", "silver.zj_link_wiring", "silver.zj_nic_rates",
                        "silver.zj_port_rates", "silver.zj_task_iterations", "silver.zj_task_restarts"]
     # a partial rebuild replaces partitions, or merges a new hour into a small table (the wiring)

@@ -146,4 +146,4 @@ def test_every_project_suite_reports_what_gx_reports(spark, demo_lake, tmp_path)
         compared += 1
     from tracelake.resources import resource_dir
 
-    assert compared == len(list(resource_dir("expectations").glob("*.json"))) == 38  # every suite
+    assert compared == len(list(resource_dir("expectations").glob("*.json"))) == 40  # every suite

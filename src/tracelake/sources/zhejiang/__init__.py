@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 def _parts() -> tuple[tuple[ModuleType, ...], tuple[ModuleType, ...]]:
     """Every part, and the parts that read trafficinfo/<hour>/ (the workbook and task logs go first)."""
-    from tracelake.sources.zhejiang import correlate, hourly, ports, tasklogs, topology
+    from tracelake.sources.zhejiang import correlate, hourly, interference, ports, tasklogs, topology
 
-    return (topology, ports, hourly, tasklogs, correlate), (ports, hourly)
+    return (topology, ports, hourly, tasklogs, correlate, interference), (ports, hourly)
 
 
 def plan(raw_dir: Path, staging: Path) -> list[TableInput]:

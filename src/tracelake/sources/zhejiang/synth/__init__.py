@@ -6,8 +6,9 @@ out/
   trafficinfo/<hour>/<hour>_{flow,nic,link,port}.csv   (or <hour>.xlsx), hours in CST
   trafficinfo/<hour>/<switch folder>/<port>.csv         per-port 0.5 s counters (generate_ports)
   taskinfo/<task>/…                                     task logs (generate_tasks)
-  ground_truth.json                  tasks, placements, iterations, episodes, decoys, quiet
-                                     slow iterations: the answers for the correlation work
+  ground_truth.json                  tasks, placements, iterations, episodes (interference among
+                                     them, with 3 tasks or more), decoys, quiet slow iterations:
+                                     the answers for the correlation work
 """
 
 from __future__ import annotations
@@ -106,12 +107,16 @@ def _episode(e: Episode, world: World) -> dict:
         hits = [it.index for it in task.iterations if e.ident in it.causes]
         if hits:
             slowed.append({"task_id": task.task_id, "iterations": hits})
-    return {
+    entry = {
         "id": e.ident, "kind": e.kind, "switch": e.leaf, "switch_folder": switch_folder(e.leaf),
         "port": e.port, "direction": e.direction, "start_utc": _iso(e.start), "end_utc": _iso(e.end),
-        "level": e.level, "level_unit": "utilisation 0-1" if e.kind == "congestion" else "loss fraction",
+        "level": e.level, "level_unit": "loss fraction" if e.kind == "loss" else "utilisation 0-1",
         "on_task_path": e.task_id is not None, "task_id": e.task_id, "slowed_iterations": slowed,
     }
+    if e.kind == "interference":  # the victim is task_id; the iterations it slowed, as the issue names them
+        entry |= {"victim_task": e.task_id, "aggressor_task": e.aggressor,
+                  "iterations": [i for hit in slowed for i in hit["iterations"]]}
+    return entry
 
 
 def _task(task: Task) -> dict:
@@ -149,15 +154,20 @@ def manifest(world: World, seed: int, scale: float, topology: str) -> dict:
          "start_utc": _iso(it.start), "end_utc": _iso(it.end), "duration_s": round(it.end - it.start, 3)}
         for t in world.tasks for it in t.iterations if it.causes == ["checkpoint"]
     ]
+    notes = ("times UTC; congestion/loss episodes on task paths slow the iterations listed in "
+             "slowed_iterations; decoys touch only ports no task uses; quiet slow iterations "
+             "are checkpoint saves with no network cause.")
+    if world.interference:
+        notes += (" Interference episodes (kind interference): the aggressor_task's burst through a leaf "
+                  "the victim_task also crosses saturates the uplink `port` and slows the victim's "
+                  "`iterations`.")
     return {
         "generator": "tracelake.sources.zhejiang.synth", "seed": seed, "scale": scale,
         "topology": topology, "hours_cst": world.hours,
         "window_utc": [_iso(world.t0), _iso(world.t1)],
-        "notes": "times UTC; congestion/loss episodes on task paths slow the iterations listed in "
-                 "slowed_iterations; decoys touch only ports no task uses; quiet slow iterations "
-                 "are checkpoint saves with no network cause.",
+        "notes": notes,
         "tasks": [_task(t) for t in world.tasks],
-        "episodes": [_episode(e, world) for e in world.episodes],
+        "episodes": [_episode(e, world) for e in world.episodes + world.interference],
         "decoys": [_episode(e, world) for e in world.decoys],
         "quiet_slow_iterations": quiet,
         "monitored_ports": [{"switch": leaf, "port": port} for leaf, port in world.monitored],

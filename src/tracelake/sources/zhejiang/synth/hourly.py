@@ -219,7 +219,7 @@ class HourlyWriter:
         pauses = {t.task_id: [(it.comm_end, it.end) for it in t.iterations if "checkpoint" in it.causes]
                   for t in self.w.tasks}
         by_port: dict[tuple[str, str], list[Episode]] = {}
-        for e in self.w.episodes + self.w.decoys:
+        for e in self.w.episodes + self.w.decoys + self.w.interference:
             by_port.setdefault((e.leaf, e.port), []).append(e)
         for qp in self.qps:
             u_in, _ = self.util(qp.src.leaf, qp.src.access_port)
@@ -246,7 +246,7 @@ class HourlyWriter:
                     overlap = max(0.0, min(b, e.end) - max(a, e.start)) / 60
                     if overlap <= 0:
                         continue
-                    if e.kind == "congestion":
+                    if e.kind != "loss":  # congestion, interference
                         rtt *= 1 + overlap * rng.uniform(8, 25)
                     else:
                         rtt *= 1 + overlap * rng.uniform(2, 5)

@@ -7,7 +7,10 @@ NICs' access ports (and, for a task spanning server groups, on its leafs' spine 
 congestion episode saturates a port and stretches the all-reduce of the iterations that cross
 it; a loss episode adds packet loss (port.csv), NAKs and RTT (flow.csv) and slows them less;
 decoys do the same on ports no task uses and slow nothing; checkpoint iterations are slow with
-no network cause. Times are UTC epoch seconds.
+no network cause. A world of 3 tasks or more also has interference episodes: a second task's
+burst through a leaf another task also crosses saturates one of that leaf's spine uplinks and
+stretches the other task's all-reduce, so the victim's slowdown has an aggressor in flow.csv.
+Times are UTC epoch seconds.
 """
 
 from __future__ import annotations
@@ -33,6 +36,13 @@ EPISODES_PER_TASK_HOUR = 7
 MIN_ON_PATH = 21  # the correlation tests want at least 20 episodes on task paths
 SPINES = 10
 SAVE_STEPS = 500  # checkpoint interval, as in the real task and generate_tasks
+INTERFERENCE_MIN_TASKS = 3  # fewer tasks: no interference, and the world of earlier releases byte for byte
+INTERFERENCE_PER_HOUR = 2
+AGGRESSOR_BURST = 0.85  # the aggressor's NICs on the shared leaf, as a fraction of their line rate (< Rules.sat_util)
+INTERFERENCE_GAP_S = 90.0
+# the per-port counters' collector outage opens every hour (synth.ports.OUTAGE_END_MS): there the
+# correlation reads port.csv minutes, where the aggressor's busy access port reads as saturated
+OUTAGE_S = 360
 
 
 def port_speed(port: str) -> float:
@@ -112,8 +122,9 @@ class Episode:
     direction: str                   # in | out | both (switch view)
     start: float
     end: float
-    level: float                     # utilisation (congestion) or loss fraction (loss)
-    task_id: str | None              # the task whose path it is on; None for a decoy
+    level: float                     # utilisation (congestion, interference) or loss fraction (loss)
+    task_id: str | None              # the task whose path it is on (the victim); None for a decoy
+    aggressor: str | None = None     # interference: the task whose burst saturates the port
 
     def overlaps(self, a: float, b: float) -> bool:
         return self.start < b and a < self.end
@@ -135,11 +146,20 @@ class World:
         self.t0 = hour_start_utc(hours[0]).timestamp()
         self.t1 = self.t0 + 3600 * len(hours)
         self.tasks = self._place_tasks(n_tasks)
+        # interference has a random stream of its own, so the draws of everything else stay as
+        # they were: a world of fewer tasks is the same world, byte for byte, as before it existed
+        irng = random.Random(f"interference|{seed}") if n_tasks >= INTERFERENCE_MIN_TASKS else None
+        if irng is not None:
+            self._share_a_leaf(irng)
         self.episodes = self._schedule_episodes()
+        self.interference: list[Episode] = []
+        if irng is not None:
+            self.interference = self._schedule_interference(irng)
         for task in self.tasks:
             self._simulate(task)
         self.decoys = self._schedule_decoys()
         self.components = self._components()
+        self.bursts = self._bursts()
         self.monitored = self._monitored_ports()
 
     # ------------------------------------------------------------ placement
@@ -224,6 +244,102 @@ class World:
                 ))
         return episodes
 
+    # ------------------------------------------------------------ interference
+    def _nics_on(self, task: Task, leaf: str) -> int:
+        return sum(1 for n in task.nics if n.leaf == leaf)
+
+    def _interference_pairs(self) -> list[tuple[Task, Task, str]]:
+        """(victim, aggressor, shared leaf) of two spine-crossing tasks, where the aggressor has
+        at least as many NICs on the leaf as the victim: its burst then outweighs the victim's
+        own traffic through the leaf, whose uplink the flows do not name (ECMP)."""
+        crossing = [t for t in self.tasks if t.crosses_spine]
+        return [(v, a, leaf) for v in crossing for a in crossing if a is not v
+                for leaf in v.leafs if self._nics_on(a, leaf) >= self._nics_on(v, leaf) > 0]
+
+    def _share_a_leaf(self, rng: random.Random) -> None:
+        """Make sure two spine-crossing tasks share a leaf: when none do, one server of the last
+        such task is swapped for an idle server in a rail group of the first."""
+        crossing = [t for t in self.tasks if t.crosses_spine]
+        if len(crossing) < 2 or self._interference_pairs():
+            return
+        victim, aggressor = crossing[0], crossing[-1]
+        taken = {s.sysname for t in self.tasks for s in t.servers}
+        idle = [s for s in self.cluster.servers if s.sysname not in taken]
+        groups = [s.group for s in victim.servers]
+        for group in sorted(set(groups), key=lambda g: (groups.count(g), g)):  # fewest victim NICs on its leafs first
+            pool = [s for s in idle if s.group == group]
+            for k in reversed(range(len(aggressor.servers))):
+                rest = aggressor.servers[:k] + aggressor.servers[k + 1:]
+                if pool and len({s.group for s in rest} | {group}) > 1:
+                    aggressor.servers[k] = rng.choice(pool)
+                    return
+
+    def _checkpoints(self) -> dict[str, list[tuple[float, float]]]:
+        """Each task's checkpoint iterations (start, end) as _simulate will make them with the
+        interference scheduled so far: a trial run from the same state of the main random stream,
+        which is then put back as it was."""
+        state = self.rng.getstate()
+        spans = {task.task_id: [(it.start, it.end) for it in self._iterations(task) if "checkpoint" in it.causes]
+                 for task in self.tasks}
+        self.rng.setstate(state)
+        return spans
+
+    def _schedule_interference(self, rng: random.Random) -> list[Episode]:
+        """INTERFERENCE_PER_HOUR episodes an hour, whole minutes long (flow.csv counts by the
+        minute), each on a pair of _interference_pairs: the aggressor's burst saturates an uplink
+        of the shared leaf, and the victim is slowed. The iterations it slows have no other
+        cause: it keeps INTERFERENCE_GAP_S from the victim's other episodes (port.csv's loss
+        minutes reach past an episode and would compete for the blame), from the aggressor's
+        uplink congestions (as strong a suspect as the saturated uplink) and from both tasks'
+        checkpoint saves (quiet slow iterations, never the network's), and lies outside the
+        collector outage that opens each hour (OUTAGE_S). The saves move as the
+        victim is slowed, so an episode that comes to meet one is left out, until none does."""
+        pairs = self._interference_pairs()
+        if not pairs:
+            return []
+        rng.shuffle(pairs)
+        busy: dict[str, list[tuple[float, float]]] = {}
+        for e in self.episodes:
+            busy.setdefault(e.task_id, []).append((e.start, e.end))
+            if e.port in UPLINKS:
+                busy.setdefault(f"{e.task_id}|uplink", []).append((e.start, e.end))
+
+        def clear(start: float, end: float, spans: list[tuple[float, float]]) -> bool:
+            return all(end + INTERFERENCE_GAP_S <= a or b + INTERFERENCE_GAP_S <= start for a, b in spans)
+
+        found: list[Episode] = []
+        for i in range(INTERFERENCE_PER_HOUR * len(self.hours)):
+            victim, aggressor, leaf = pairs[i % len(pairs)]
+            lo = max(self.t0, victim.first_step_start, aggressor.first_step_start) + 60
+            hi = self.t1 - 60
+            self.interference = found
+            saves = self._checkpoints()
+            for _ in range(200):
+                start = 60 * math.ceil(rng.uniform(lo, max(lo, hi - 180)) / 60)
+                end = start + 60 * rng.choice((2, 3))
+                taken = [(e.start, e.end) for e in found if {e.task_id, e.aggressor} & {victim.task_id, aggressor.task_id}]
+                spans = (busy.get(victim.task_id, []) + busy.get(f"{aggressor.task_id}|uplink", []) + taken
+                         + saves[victim.task_id] + saves[aggressor.task_id])
+                hour_s = (start - self.t0) % 3600
+                if end <= hi and OUTAGE_S <= hour_s <= 3600 - (end - start) and clear(start, end, spans):
+                    break
+            else:
+                continue
+            found.append(Episode(f"if{len(found) + 1:03d}", "interference", leaf, rng.choice(UPLINKS), "out",
+                                 float(start), float(end), round(rng.uniform(0.95, 1.0), 4),
+                                 victim.task_id, aggressor.task_id))
+        while True:  # the saves as the victims' slowdowns leave them
+            self.interference = found
+            saves = self._checkpoints()
+            kept = [e for e in found if clear(e.start, e.end, saves[e.task_id] + saves[e.aggressor])]
+            if len(kept) == len(found):
+                break
+            found = kept
+        for n, e in enumerate(found, start=1):
+            e.ident = f"if{n:03d}"
+        self.interference = []
+        return found
+
     def _schedule_decoys(self) -> list[Episode]:
         on_path = set().union(*(t.path_ports for t in self.tasks)) if self.tasks else set()
         task_servers = {s.sysname for t in self.tasks for s in t.servers}
@@ -250,9 +366,13 @@ class World:
 
     # ------------------------------------------------------------ iterations
     def _simulate(self, task: Task) -> None:
+        task.iterations = self._iterations(task)
+
+    def _iterations(self, task: Task) -> list[Iteration]:
         """Iterations until past the traffic window: compute, then the all-reduce; an episode on
         the task's path stretches the all-reduce, a checkpoint adds a pause with no traffic."""
-        mine = [e for e in self.episodes if e.task_id == task.task_id]
+        mine = [e for e in self.episodes + self.interference if e.task_id == task.task_id]
+        iterations: list[Iteration] = []
         t, i = task.first_step_start, 0
         while t < self.t1 + 120:
             i += 1
@@ -261,7 +381,7 @@ class World:
             comm_start, causes = t + compute, []
             for e in mine:
                 if e.overlaps(comm_start, comm_start + comm):
-                    stretch = 1 + (e.level * 2.0 if e.kind == "congestion" else 0.5 + 50 * e.level)
+                    stretch = 1 + (e.level * 2.0 if e.kind != "loss" else 0.5 + 50 * e.level)
                     comm *= stretch
                     causes.append(e.ident)
             pause = 0.0
@@ -269,9 +389,10 @@ class World:
                 pause = task.base_iter_s * self.rng.uniform(0.6, 0.9)
                 causes.append("checkpoint")
             end = comm_start + comm + pause
-            task.iterations.append(Iteration(i, round(t, 3), round(end, 3), round(comm_start, 3),
-                                             round(comm_start + comm, 3), causes))
+            iterations.append(Iteration(i, round(t, 3), round(end, 3), round(comm_start, 3),
+                                        round(comm_start + comm, 3), causes))
             t = end
+        return iterations
 
     # ------------------------------------------------------------ loads
     def _components(self) -> dict[tuple[str, str], list[_Component]]:
@@ -294,6 +415,17 @@ class World:
                         comps.setdefault((leaf, up), []).append(
                             _Component(starts, ends, levels * share * weight))
         return comps
+
+    def _bursts(self) -> dict[tuple[str, str], list[Episode]]:
+        """The interference episodes each access port of an aggressor's NIC on the shared leaf
+        carries the burst of."""
+        by_id = {t.task_id: t for t in self.tasks}
+        bursts: dict[tuple[str, str], list[Episode]] = {}
+        for e in self.interference:
+            for nic in by_id[e.aggressor].nics:
+                if nic.leaf == e.leaf:
+                    bursts.setdefault((nic.leaf, nic.access_port), []).append(e)
+        return bursts
 
     def _unit(self, *key: str) -> float:
         """A deterministic number in [0, 1) per key and seed (independent of call order)."""
@@ -320,8 +452,12 @@ class World:
             inside = (idx >= 0) & (t < comp.ends[safe])
             add = np.where(inside, comp.levels[safe], 0.0)
             u_in, u_out = u_in + add, u_out + add
+        for e in self.bursts.get((leaf, port), []):  # at least the burst, below saturation: the
+            inside = (t >= e.start) & (t < e.end)   # aggressor is busy, not blocked
+            u_in = np.where(inside, np.maximum(u_in, AGGRESSOR_BURST), u_in)
+            u_out = np.where(inside, np.maximum(u_out, AGGRESSOR_BURST), u_out)
         for e in self.episodes_at(leaf, port):
-            if e.kind != "congestion":
+            if e.kind == "loss":
                 continue
             inside = (t >= e.start) & (t < e.end)
             level = e.level - 0.02 * np.sin(t)  # not a flat line
@@ -332,7 +468,7 @@ class World:
         return np.clip(u_in, 0, 1), np.clip(u_out, 0, 1)
 
     def episodes_at(self, leaf: str, port: str) -> list[Episode]:
-        return [e for e in self.episodes + self.decoys if e.leaf == leaf and e.port == port]
+        return [e for e in self.episodes + self.decoys + self.interference if e.leaf == leaf and e.port == port]
 
     def loss_fraction(self, leaf: str, port: str, t: np.ndarray) -> np.ndarray:
         out = np.zeros_like(np.asarray(t, dtype=float))
@@ -356,7 +492,7 @@ class World:
             ports.add((leaf, MGMT))
             idle = self.cluster.idle_ports.get(leaf, ())
             ports |= {(leaf, p) for p in idle[: max(1, round(4 * self.scale))]}
-        ports |= {(e.leaf, e.port) for e in self.episodes + self.decoys}
+        ports |= {(e.leaf, e.port) for e in self.episodes + self.decoys + self.interference}
         return sorted(ports, key=lambda lp: (leaf_number(lp[0]), lp[1]))
 
     def monitored_by_folder(self) -> list[tuple[str, str]]:
