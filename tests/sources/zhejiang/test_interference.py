@@ -257,6 +257,18 @@ def test_in_a_world_of_another_seed_and_task_mix_every_aggressor_is_named_top(sp
             r = by_pair[(e["victim_task"], e["aggressor_task"])]
             assert r["slow_iterations"] >= len(e["iterations"])
             assert r["slowdown_s"] >= sum(slowdown[(e["victim_task"], i)] for i in e["iterations"]) - 1e-9
+    # `tracelake explain` of one such iteration names the aggressor, top, with its share
+    from tracelake.sources.zhejiang.explain import explain
+
+    e = next(e for e in truth["episodes"] if e["kind"] == "interference")
+    key = (e["victim_task"], e["iterations"][0], e["switch"], e["port"])
+    share = next(r["share"] for r in rows if (r["task_id"], r["iteration"], r["device_name"], r["port_name"]) == key
+                 and r["party"] == e["aggressor_task"])
+    lines = explain(spark, config, *key[:2])
+    section = lines[lines.index("parties on its shared ports (share of the inter-leaf traffic in the overlapping "
+                                "minutes):"):]
+    assert f"    {e['aggressor_task']:<28} {f'{share * 100:.0f}%':>5}  <- top" in section
+    assert f"suspect: uplink_saturation at {e['switch']} {e['port']}" in "\n".join(lines)
 
 
 # ---------------------------------------------------------------- (d) an hourly ingest
