@@ -54,7 +54,7 @@ def test_broken_rows_go_to_quarantine_with_reasons(engine, spark, config, tmp_pa
     assert sorted(r.job_id for r in kept.select("job_id").collect()) == [job_id(i) for i in range(2, 7)]
     # every table as its schema file says, NOT NULL included (delta-spark keeps it only for tables made by DDL)
     tables = lake_tables(Path(config.lake_root))
-    assert len(tables) == 8 and {name: schema_drift(name, t) for name, t in tables.items() if schema_drift(name, t)} == {}
+    assert len(tables) == 9 and {name: schema_drift(name, t) for name, t in tables.items() if schema_drift(name, t)} == {}
     quarantine = _table(spark, config, "quarantine", "itp_jobs").select("raw_line", "reasons", "source_file")
     m = "raw-traces.tar.gz!cluster"
     expected = spark.createDataFrame([
@@ -150,7 +150,7 @@ def test_a_run_adds_one_version_to_ops_quality_results_and_maintain_compacts_it(
     write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": itp_csv([f"{job_id(1)},1,600,1", f"{job_id(2)},2,600,2"])})
     ops = config.table_path("ops", "quality_results")
     stats = run_ingest(engine, config, "itp", str(raw))
-    assert len(stats) == 6  # bronze.itp_jobs, silver.jobs and four gold tables, each with its rules
+    assert len(stats) == 7  # bronze.itp_jobs, silver.jobs and five gold tables, each with its rules
     # version 0 is the empty table: "CREATE TABLE" by Sail and deltalake, "WRITE" by delta-spark
     assert [c.version for c in history(engine, ops)] == [1, 0] and history(engine, ops)[0].operation == "WRITE"
     tables = {r.table_name for r in engine.spark.read.format("delta").load(ops).select("table_name").distinct().collect()}
