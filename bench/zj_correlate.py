@@ -30,6 +30,7 @@ each interference run's wall beside the correlation's run before it (no timed as
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import shutil
@@ -215,15 +216,29 @@ def score(raw: Path, gold_parquet: Path, hours: int) -> str:
     episodes = {e["id"]: e for e in truth["episodes"]}
     causes = {(t["task_id"], it["iteration"]): it["causes"] for t in truth["tasks"] for it in t["iterations"]}
 
-    def blamed(task_id: str, iteration: int) -> tuple[str, str]:
-        row = gold.loc[(task_id, iteration)]
+    records = {task: sorted(its) for task, its in gold.reset_index().groupby("task_id")["iteration"]}
+
+    def blamed(task_id: str, step: int) -> tuple[str, str]:
+        """The suspect of the log record covering `step` (a Megatron log's record covers several)."""
+        its = records[task_id]
+        at = bisect.bisect_left(its, step)
+        if at == len(its):
+            return None, None
+        row = gold.loc[(task_id, its[at])]
         return row["suspect_device_name"], row["suspect_port_name"]
 
     found = sum(any(blamed(h["task_id"], i) == (e["switch"], e["port"])
                     for h in e["slowed_iterations"] for i in h["iterations"]) for e in inside)
     flagged = gold[gold["suspect_reason"] != "none"]
+    def record_causes(task_id: str, iteration: int) -> set[str]:
+        """The causes of every step a record covers: those after the task's record before it."""
+        its = records[task_id]
+        at = bisect.bisect_left(its, iteration)
+        first = its[at - 1] + 1 if at > 0 else 1
+        return {c for step in range(first, iteration + 1) for c in causes.get((task_id, step), [])}
+
     wrong = sum((r.suspect_device_name, r.suspect_port_name) not in {(episodes[c]["switch"], episodes[c]["port"])
-                                                           for c in causes.get(k, []) if c in episodes}
+                                                           for c in record_causes(*k) if c in episodes}
                 for k, r in flagged.iterrows())
     return f"recall {found}/{len(inside)}, precision {len(flagged) - wrong}/{len(flagged)}"
 
