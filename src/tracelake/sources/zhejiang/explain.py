@@ -25,6 +25,7 @@ ITERATIONS, PATHS = "silver.zj_task_iterations", "silver.zj_task_paths"
 NETWORK, INTERFERENCE = "gold.zj_iteration_network", "gold.zj_iteration_interference"
 COUNTERS, PORT_MINUTES = "silver.zj_iteration_counters", "silver.zj_iteration_port_minutes"
 NEAREST = 3  # iterations named when the one asked for has no record
+RULES = Rules()  # the correlation's defaults: the rules its gold table was built with
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def _missing(spark: SparkSession, config: Config, task: str, iteration: int, net
                           f"the last step it covers); nearest: {', '.join(map(str, sorted(near)))}")
 
 
-def collect(spark: SparkSession, config: Config, task: str, iteration: int, rules: Rules = Rules()) -> Chain:
+def collect(spark: SparkSession, config: Config, task: str, iteration: int, rules: Rules = RULES) -> Chain:
     network, iterations, paths, counters, minutes, parties = read_tables(
         spark, config, NETWORK, ITERATIONS, PATHS, COUNTERS, PORT_MINUTES, INTERFERENCE)
     if network is None or iterations is None or paths is None:
@@ -179,7 +180,8 @@ def _why(chain: Chain, rules: Rules) -> list[str]:
             why = (f"its counters rated too little of the iteration; port.csv's minute utilisation reached "
                    f"{_n(port['minute_util_max'])} against a typical {_n(port['typical_minute_util_max'])}")
         elif reason == "loss":
-            why = f"{port['loss_pkts']} packets lost in the overlapping minutes against a typical {_n(port['typical_loss_pkts'], 0)}"
+            why = (f"{port['loss_pkts']} packets lost in the overlapping minutes against a typical "
+                   f"{_n(port['typical_loss_pkts'], 0)}")
         else:
             why = f"it carried the most flows with an RTT >= {rules.rtt_factor:g}x its typical largest ({port['elevated_flows']})"
         order = ("the task's own access ports come before shared uplinks, saturation before loss, RTT last"
@@ -193,7 +195,8 @@ def _why(chain: Chain, rules: Rules) -> list[str]:
         return ["no suspect: the first record after a restart, whose warm-up is never blamed on the network"]
     if v["network_shaped"] is False:
         extra = (v["duration_s"] or 0) - (v["baseline_s"] or 0)
-        return [f"no suspect: its path stayed quiet: communication grew by {_n((v['comm_busy_s'] or 0) - (v['comm_busy_baseline_s'] or 0))} s, "
+        grew = (v["comm_busy_s"] or 0) - (v["comm_busy_baseline_s"] or 0)
+        return [f"no suspect: its path stayed quiet: communication grew by {_n(grew)} s, "
                 f"less than {rules.min_comm_share:.0%} of its extra {_n(extra)} s"
                 + (" (a checkpoint save)" if v["is_checkpoint"] else "")]
     return ["no suspect: no path port showed saturation, loss or elevated RTT beyond its typical level"]
@@ -231,7 +234,7 @@ def _coverage(chain: Chain) -> list[str]:
     return [line, f"  no data from: {shown}"]
 
 
-def render(chain: Chain, rules: Rules = Rules()) -> list[str]:
+def render(chain: Chain, rules: Rules = RULES) -> list[str]:
     sections = [_header(chain, rules), _evidence(chain), _why(chain, rules), _parties(chain), _coverage(chain)]
     lines: list[str] = []
     for section in (s for s in sections if s):
