@@ -119,6 +119,17 @@ def _engine(lake: Path):
     return start_engine(config), config
 
 
+def written_timed(spark, out: Path, timings: dict):
+    """A step's frame written to Parquet under `out` once, its write timed into `timings`, read back."""
+    def timed(name: str, frame):
+        t = time.perf_counter()
+        frame.write.mode("overwrite").parquet(str(out / name))
+        timings[name] = time.perf_counter() - t
+        back = spark.read.parquet(str(out / name))
+        return back if back.columns else spark.createDataFrame([], frame.schema)  # Sail writes no file for no rows
+    return timed
+
+
 def phase_ingest(raw: Path, lake: Path, hour: str | None) -> dict:
     from tracelake.run.pipeline import run_ingest
 
@@ -152,11 +163,7 @@ def phase_correlate(lake: Path, out: Path) -> dict:
     spark, timings = engine.spark, {}
     t0 = time.perf_counter()
 
-    def timed(name: str, frame):
-        t = time.perf_counter()
-        frame.write.mode("overwrite").parquet(str(out / name))
-        timings[name] = time.perf_counter() - t
-        return spark.read.parquet(str(out / name))
+    timed = written_timed(spark, out, timings)
 
     ranks, iterations, *network = read_tables(spark, config, "silver.zj_task_ranks", "silver.zj_task_iterations",
                                               RATES, MINUTE, FLOW, LINK)
@@ -187,12 +194,7 @@ def phase_interference(lake: Path, out: Path) -> dict:
     spark, timings = engine.spark, {}
     t0 = time.perf_counter()
 
-    def timed(name: str, frame):
-        t = time.perf_counter()
-        frame.write.mode("overwrite").parquet(str(out / name))
-        timings[name] = time.perf_counter() - t
-        back = spark.read.parquet(str(out / name))
-        return back if back.columns else spark.createDataFrame([], frame.schema)  # Sail writes no file for no rows
+    timed = written_timed(spark, out, timings)
 
     frames = read_tables(spark, config, *REQUIRED, *OPTIONAL)
     rows = timed("iteration_interference", interference(*frames))
