@@ -127,3 +127,22 @@ def run_measuring_peak(args: list[str], stdout, timeout_s: float = 600) -> tuple
         process.kill()
     err = process.communicate()[1].decode()
     return process.returncode, err, peak
+
+
+def ingest_then_next_hour(engine, config, tmp_path: Path, **world) -> tuple[list[str], dict]:
+    """A generated two-hour Zhejiang world ingested as a scheduler would: workbook, task logs and
+    the first hour by a full run, then the second hour by `--hours`. Returns (the hour folders,
+    the second run's stats by table)."""
+    import shutil
+
+    from tracelake.run.pipeline import run_ingest
+    from tracelake.run.registry import generate
+
+    raw = tmp_path / "raw"
+    generate("zhejiang", raw, hours=2, **world)
+    hours = sorted(p.name for p in (raw / "trafficinfo").iterdir())
+    aside = tmp_path / "aside"
+    shutil.move(raw / "trafficinfo" / hours[1], aside)
+    run_ingest(engine, config, "zhejiang", str(raw))
+    shutil.move(aside, raw / "trafficinfo" / hours[1])
+    return hours, {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}

@@ -509,17 +509,13 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: gold is rebuilt for
     the tasks overlapping hour 2 only (their partitions), and equals a build over both hours."""
 
-    from tracelake.api.contract import Derived
-    from tracelake.run.registry import all_derived, generate
+    from helpers import ingest_then_next_hour
 
+    from tracelake.api.contract import Derived
+    from tracelake.run.registry import all_derived
+
+    hours, stats = ingest_then_next_hour(engine, config, tmp_path, scale=0.05, seed=9, tasks=2)
     raw = tmp_path / "raw"
-    generate("zhejiang", raw, scale=0.05, seed=9, hours=2, tasks=2)
-    hours = sorted(p.name for p in (raw / "trafficinfo").iterdir())
-    aside = tmp_path / "aside"
-    shutil.move(raw / "trafficinfo" / hours[1], aside)
-    run_ingest(engine, config, "zhejiang", str(raw))
-    shutil.move(aside, raw / "trafficinfo" / hours[1])
-    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
     assert "bronze.zj_task_log_events" not in stats  # an hourly run reads traffic only
     gold = stats["gold.zj_iteration_network"]
     tasks = _table(spark, config, "gold", "zj_iteration_network").select("task_id").distinct().collect()

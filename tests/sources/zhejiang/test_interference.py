@@ -12,7 +12,6 @@ hour changed, with the rows of a whole build.
 from __future__ import annotations
 
 import json
-import shutil
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -278,16 +277,12 @@ def test_an_hourly_ingest_rebuilds_only_what_the_hour_changed_and_equals_a_whole
     """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: the interference is
     rewritten in the (task, hour) partitions the hour's flows and verdicts touch only, and equals
     a build from the whole lake."""
+    from helpers import ingest_then_next_hour
+
     from tracelake.run.registry import all_derived
 
+    hours, stats = ingest_then_next_hour(engine, config, tmp_path, scale=0.05, seed=21, tasks=5)
     raw = tmp_path / "raw"
-    generate("zhejiang", raw, scale=0.05, seed=21, hours=2, tasks=5)
-    hours = sorted(p.name for p in (raw / "trafficinfo").iterdir())
-    aside = tmp_path / "aside"
-    shutil.move(raw / "trafficinfo" / hours[1], aside)
-    run_ingest(engine, config, "zhejiang", str(raw))
-    shutil.move(aside, raw / "trafficinfo" / hours[1])
-    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[1])}
     stored, per_task = read_tables(spark, config, "gold.zj_iteration_interference", "gold.zj_task_interference")
     every = {tuple(r) for r in stored.select("task_id", "hour_cst").distinct().collect()}
     touched = set(stats["gold.zj_iteration_interference"].partitions)
