@@ -21,8 +21,9 @@ from tracelake.io.staging import settle
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import layout, ports
+from tracelake.sources.zhejiang.ports import parser, tables
+from tracelake.sources.zhejiang.ports.window import port_rates
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour
-from tracelake.sources.zhejiang.transforms.ports import port_rates
 
 HOUR = "2024052400"
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
@@ -33,7 +34,7 @@ MGMT = "M-GigabitEthernet0/0/0"
 
 
 def _parse(spark, raw_dir: Path):
-    [item] = ports.plan(raw_dir, raw_dir / "_staging")
+    [item] = tables.plan(raw_dir, raw_dir / "_staging")
     parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
     return settle(parsed, raw_dir / "_staging" / "parsed.parquet")[0]
 
@@ -70,47 +71,47 @@ def _rule_table(folder: str) -> dict[str, str]:
 
 @pytest.mark.portable
 def test_file_names_map_to_port_names_and_back():
-    assert ports.port_name_for_file("Leaf-1_0.csv") == MGMT
-    assert ports.port_name_for_file("Leaf-2_16_1.csv") == "TwoHundredGigE1/0/16:1"
-    assert ports.port_name_for_file("Leaf-1_31.csv") == "FourHundredGigE1/0/31"  # the doc says 200G: wrong
-    assert ports.port_name_for_file("leaf-1_64.csv") == "FourHundredGigE1/0/64"
-    assert ports.device_name(ST1) == "NH-DC-NM224-J05-ROCE-ST-leaf-1.GPU.S9825"
+    assert layout.port_name_for_file("Leaf-1_0.csv") == MGMT
+    assert layout.port_name_for_file("Leaf-2_16_1.csv") == "TwoHundredGigE1/0/16:1"
+    assert layout.port_name_for_file("Leaf-1_31.csv") == "FourHundredGigE1/0/31"  # the doc says 200G: wrong
+    assert layout.port_name_for_file("leaf-1_64.csv") == "FourHundredGigE1/0/64"
+    assert layout.device_name(ST1) == "NH-DC-NM224-J05-ROCE-ST-leaf-1.GPU.S9825"
     assert layout.file_name_for_port(ST1, MGMT) == "leaf-1_0.csv"
     assert layout.file_name_for_port(LEAF1, "TwoHundredGigE1/0/7:2") == "Leaf-1_7_2.csv"
     for folder in (LEAF1, ST1):
         for name, port in _rule_table(folder).items():
-            assert (ports.port_name_for_file(name), layout.file_name_for_port(folder, port)) == (port, name)
+            assert (layout.port_name_for_file(name), layout.file_name_for_port(folder, port)) == (port, name)
     for bad in ("Leaf-1_0_1.csv", "Leaf-1_3_3.csv", "Leaf-1.csv", "Spine-1_3.csv"):
         with pytest.raises(TracelakeError):
-            ports.port_name_for_file(bad)
+            layout.port_name_for_file(bad)
 
 
 @pytest.mark.portable
 def test_plan_skips_dot_files_and_hourly_csvs_and_rejects_strangers(tmp_path):
-    assert ports.plan(tmp_path, tmp_path) == []
+    assert tables.plan(tmp_path, tmp_path) == []
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [])
     (tmp_path / "trafficinfo" / HOUR / LEAF1 / ".DS_Store").write_bytes(b"\0\0")
     (tmp_path / "trafficinfo" / HOUR / ".DS_Store").write_bytes(b"\0")
     (tmp_path / "trafficinfo" / HOUR / f"{HOUR}_port.csv").write_text("x\n")
-    [item] = ports.plan(tmp_path, tmp_path)
+    [item] = tables.plan(tmp_path, tmp_path)
     assert [(f.name, f.constants) for f in item.files] == [(
         f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv",
         {"hour_cst": HOUR, "folder_device_name": "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825", "file_port_name": MGMT},
     )]
     _write(tmp_path, LEAF1, "Leaf-2_1_1.csv", [])
     with pytest.raises(TracelakeError, match="another switch"):
-        ports.plan(tmp_path, tmp_path)
+        tables.plan(tmp_path, tmp_path)
     (tmp_path / "trafficinfo" / HOUR / LEAF1 / "Leaf-2_1_1.csv").unlink()
     (tmp_path / "trafficinfo" / HOUR / "NH-DC-NM129-E09-ROCE-spine-9_GPU_S9825").mkdir()
     with pytest.raises(TracelakeError, match="not a switch folder"):
-        ports.plan(tmp_path, tmp_path)
+        tables.plan(tmp_path, tmp_path)
 
 
 @pytest.mark.portable
 def test_every_real_file_is_planned_with_the_rule_tables_port_name(tmp_path):
     root = shared("zhejiang", "trafficinfo")
     (tmp_path / "trafficinfo").symlink_to(root)
-    [item] = ports.plan(tmp_path, tmp_path)
+    [item] = tables.plan(tmp_path, tmp_path)
     assert len(item.files) == REAL_FILES
     for raw in item.files:
         folder, name = raw.name.split("/")[2:]
@@ -132,7 +133,7 @@ def test_every_real_file_is_planned_with_the_rule_tables_port_name(tmp_path):
 
 @pytest.mark.portable
 def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
-    good = f"2024/05/24 星期五 00:00:00.914,1716480000914,{ports.device_name(LEAF1)},{MGMT},9,1435,20,23556,0,0"
+    good = f"2024/05/24 星期五 00:00:00.914,1716480000914,{layout.device_name(LEAF1)},{MGMT},9,1435,20,23556,0,0"
     bad = [
         good.replace(",9,1435,", ",9,"),                   # 9 fields
         good.replace(",23556,", ",23556.5,"),              # fractional counter
@@ -347,11 +348,11 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=4)
     crlf = _real_lines("Leaf-1_1_1.csv", 1, 40)
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", crlf, newline="\r\n", bom="\ufeff")
-    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
     fast, held = settle(item.parser(spark, item.files, schema), tmp_path / "_staging" / "fast.parquet")
     assert held  # well-formed files (a BOM and CRLF included) take the one pass
-    exact = ports.parse_fields(ports._read_lines(spark, item.files, schema), schema)
+    exact = parser.parse_fields(parser._read_lines(spark, item.files, schema), schema)
     contract = [*[c.name for c in schema.data_columns], "source_file", "_parse_errors"]
     assert_same_rows(fast.select(*contract), exact.select(*contract))
     assert fast.filter(F.size("_parse_errors") > 0).count() == 0
@@ -370,7 +371,7 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
     write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=5)
     lines = _real_lines("Leaf-1_0.csv", 1, 5)
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])  # a blank line: its marker
-    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
     parsed = item.parser(spark, item.files, schema)
     assert parsed.clean
@@ -387,12 +388,12 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
 @pytest.mark.portable
 def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark, tmp_path):
     lines = _real_lines("Leaf-1_0.csv", 1, 5)
-    quoted = lines[3].replace(ports.device_name(LEAF1), '"NH,DC"')
+    quoted = lines[3].replace(layout.device_name(LEAF1), '"NH,DC"')
     _write(tmp_path / "blank", LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])
     _write(tmp_path / "quote", LEAF1, "Leaf-1_0.csv", [*lines[:3], quoted, lines[4]])
     for case, bad, reason in (("blank", "", "expected 10 fields, found 1"),
                               ("quote", quoted, "expected 10 fields, found 11")):
-        [item] = ports.plan(tmp_path / case, tmp_path / case / "_staging")
+        [item] = tables.plan(tmp_path / case, tmp_path / case / "_staging")
         parsed, held = settle(item.parser(spark, item.files, load_schema(ports.TABLE)),
                               tmp_path / case / "_staging" / "parsed.parquet")
         assert not held, case  # the file went the exact way

@@ -6,7 +6,7 @@ It takes a file only where every value types exactly as the line-by-line parse (
 would type it: whole integers, plain decimals, the local times of clock.TIME_PATTERN with a valid
 date and clock; every line of the header's field count; UTF-8 with no BOM or stray CR inside; no
 header line repeated; every value of a column that needs one present. Any other file yields one
-marker row (portpass.EXACT), and the table is then parsed line by line (hourly.parse_hourly's
+marker row (filepass.EXACT), and the table is then parsed line by line (hourly.parse_hourly's
 fallback), so every quarantine row and reason stays that parse's. So does a table where a
 quarantine rule sets a row aside (Checked.holds_unflagged): its quarantine row needs the raw text.
 
@@ -29,7 +29,7 @@ from tracelake.io import objectstore
 from tracelake.io.parse import PARSE_ERRORS
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import AM, PM
-from tracelake.sources.zhejiang.portpass import EXACT, EXACT_REASON, SPARK_TYPES
+from tracelake.sources.zhejiang.ports.filepass import EXACT, EXACT_REASON, SPARK_TYPES
 
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "positions")
 BOM = b"\xef\xbb\xbf"

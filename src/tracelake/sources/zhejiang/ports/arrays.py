@@ -1,4 +1,4 @@
-"""transforms/ports.port_rates' rules over ports' rows in numpy: the one pass rates a port file, or
+"""window.port_rates' rules over ports' rows in numpy: the one pass rates a port file, or
 a group of them, with these instead of the window (which stays as the tests' reference)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
+from tracelake.sources.zhejiang.ports.window import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
 
 FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA, IDLE, OVER_LINE_RATE, NEGATIVE = range(len(STATUSES))
 SEGMENT_BITS = 41  # a segment's instants span less than 2**41 ms (70 years): its running maxima stay apart

@@ -1,7 +1,7 @@
 """The carried state an hour's one pass leaves for the next hour, so that the next hour does not
 scan this one's 11 M counter rows again to find it.
 
-The next hour's rates continue from transforms/ports.carried_state of the stored hour before: per
+The next hour's rates continue from window.carried_state of the stored hour before: per
 port its first row, its last row and its last non-zero row (with whether each is non-zero). The
 pass sees every row of every file anyway, so it keeps those instants per port as it goes (a few
 numpy reductions per group of files: `marks_of_series` from the arrays it rates, `marks_of` from
@@ -37,7 +37,7 @@ from tracelake.delta.staged_files import commits_staged
 from tracelake.io.parse import REPEAT_COPY
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
-from tracelake.sources.zhejiang.portpass import EXACT
+from tracelake.sources.zhejiang.ports.filepass import EXACT
 
 if TYPE_CHECKING:  # the pass's function imports this module where the engine's tasks run
     from tracelake.config import Config
@@ -66,7 +66,7 @@ def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, list]:
 
 
 def marks_of(table: pa.Table, marks: Marks) -> None:
-    """Add the rows of `table` (the pass's rows, portpass.PASS_OUTPUT) to `marks`: rows a bronze
+    """Add the rows of `table` (the pass's rows, filepass.PASS_OUTPUT) to `marks`: rows a bronze
     table keeps only (no marker row, no repeated copy). Rows of one port lie together in a pass's
     table, so each run of one port is reduced at once and runs of one port are merged."""
     drop = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)

@@ -11,18 +11,18 @@ to its column's type and is present, times are epoch milliseconds of the years 2
 ratios are finite, every row names the file's own port and switch, and two rows of one instant
 are the same poll twice (an exact copy is a row of its own marked REPEAT_COPY, counted as repeated
 and not kept; a copy with other values is a conflict). A file that fails any
-check yields a single marker row (`EXACT` true) and no data: ports.parse_port_files parses such
+check yields a single marker row (`EXACT` true) and no data: parser.parse_port_files parses such
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
 
-Rates (transforms/ports.port_rates' rules, vectorised), under silver.zj_port_rates' own column
-names: a file continues from the carried state of its port's hour before (transforms/ports.carried_state,
-collected by ports.parse_port_files: a few instants per port), so its rates are the window's over
+Rates (window.port_rates' rules, vectorised), under silver.zj_port_rates' own column
+names: a file continues from the carried state of its port's hour before (window.carried_state,
+collected by parser.parse_port_files: a few instants per port), so its rates are the window's over
 both hours, and its rows can be silver's as they are staged. Two kinds of file cannot be: one
 whose polls overlap the hour before (re-delivered polls must find their twins there, which the
 state does not hold) and a management port whose 32-bit counters wrapped (silver's counts then
 differ from the delivered ones). Their rows carry RERATE, are rated as if their hour were the whole
-history, and are staged apart; ports.rebuild_rates computes their silver rows again.
+history, and are staged apart; rebuild.rebuild_rates computes their silver rows again.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from tracelake.io import objectstore
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
 from tracelake.sources.zhejiang.clock import hour_start_utc
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.portrates import line_rate_bps, standalone_rates
+from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, standalone_rates
+from tracelake.sources.zhejiang.ports.window import STATUSES
 from tracelake.sources.zhejiang.savetime import save_time_unproven
-from tracelake.sources.zhejiang.transforms.ports import STATUSES
 
 EXACT = "_exact"  # the marker column: this file must be parsed line by line
 REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row before's: a key twice
@@ -136,7 +136,7 @@ def failed_checks(tables: list[pa.Table], devices: list[str], ports: list[str]) 
     quarantine rules would otherwise make per row: an instant outside the years 2000-2099, a ratio
     that is not finite, a row naming another switch or port than the file's; a file of no rows
     fails too, as it always has (the exact parse then reads it). Made for a group of
-    files at once (portgroup) as for one (_holds)."""
+    files at once (grouppass) as for one (_holds)."""
     counts = np.array([t.num_rows for t in tables], np.int64)
     ends = np.cumsum(counts)
 
@@ -171,7 +171,7 @@ def _holds(table: pa.Table, device: str, port: str) -> bool:
 
 
 def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
-    """The carried state the pass reads, from the rows of transforms/ports.carried_state (device,
+    """The carried state the pass reads, from the rows of window.carried_state (device,
     port, epoch ms, 1 if non-zero) of one hour: per (switch, port), its instants in time order
     and whether each row is non-zero. A few rows per port: small enough to ship with the function."""
     state: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -181,7 +181,7 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
 
 
 def rates_out_of_bounds(rates: dict[str, np.ndarray]) -> pa.Array:
-    """RATE_OUT_OF_BOUNDS of rows rated by portrates (NaN there is null: a comparison with it
+    """RATE_OUT_OF_BOUNDS of rows rated by arrays (NaN there is null: a comparison with it
     returns no row, as in the rule's query)."""
     status = rates["status"]
     unknown = (status < 0) | (status >= len(STATUSES))
@@ -324,7 +324,7 @@ def file_rows(table: pa.Table | None, file: dict, state: dict | None = None) -> 
 
 
 def one_file(file: dict, state: dict | None = None) -> pa.Table:
-    """The pass's rows of one file, read alone: portgroup's reference."""
+    """The pass's rows of one file, read alone: grouppass's reference."""
     return file_rows(read_port_file(file["path"]), file, state)
 
 
