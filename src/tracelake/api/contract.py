@@ -22,7 +22,7 @@ from tracelake.io.text import RawFile
 from tracelake.schema import TableSchema, load_schema
 
 # (spark, files, schema) -> frame with the parser contract (io.parse.finish): the schema's data
-# columns, source_file, raw_line, raw_values_json, _row_id and _parse_errors (array<string>,
+# columns, source_file, raw_line, raw_values_json, ROW_ID and PARSE_ERRORS (io.parse; array<string>,
 # empty = good; raw_line and raw_values_json are stored only for rows set aside, so a parser may
 # leave them null in good rows), plus any columns of its own computed in the same pass (staged
 # with the rows, api.tables.staged_parse); a Checked when it is a fast parse to be trusted only

@@ -18,15 +18,16 @@ from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
 from tracelake.io.text import HEADER_AGAIN, RawFile, check_header, read_raw_lines
+from tracelake.schema import RESERVED_PREFIX, TableSchema
 from tracelake.schema import Column as ColumnSpec
-from tracelake.schema import TableSchema
 
-ROW_ID = "_row_id"
-PARSE_ERRORS = "_parse_errors"
+ROW_ID = f"{RESERVED_PREFIX}row_id"
+PARSE_ERRORS = f"{RESERVED_PREFIX}parse_errors"
 # a parser may add this boolean column: true on a row that repeats an earlier row of its file
 # exactly (a re-delivered record). Such a row is counted as repeated: neither kept nor quarantined
-REPEAT_COPY = "_repeat_copy"
-RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
+REPEAT_COPY = f"{RESERVED_PREFIX}repeat_copy"
+# a row's raw text as staged (quality.split.staged_form): a quarantine row's raw_line and raw_values_json
+STAGED_RAW_LINE, STAGED_RAW_VALUES = f"{RESERVED_PREFIX}raw_line", f"{RESERVED_PREFIX}raw_values_json"
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
 FLOAT_TYPES = ("double", "float")
 EPOCH_MS = "epoch_ms"  # schema `format` of a timestamp column delivered as Unix epoch milliseconds
@@ -182,8 +183,8 @@ def finish(
     values_first: bool = False, failed_only: bool = False,
 ) -> DataFrame:
     """The parser contract (contract.Parser), written once for every parser: the schema's data
-    columns cast to their types in schema order, source_file, raw_line, raw_values_json, _row_id
-    (source_file plus the `key` columns) and _parse_errors (empty = good row).
+    columns cast to their types in schema order, source_file, raw_line, raw_values_json, ROW_ID
+    (source_file plus the `key` columns) and PARSE_ERRORS (empty = good row).
 
     `values_first` selects the typed values in a projection of their own, for problems that refer
     to them by name (typed_columns(values_first=True)): Spark Connect engines would otherwise
@@ -227,7 +228,7 @@ def type_fields(split: DataFrame, schema: TableSchema, *, lean: bool = False) ->
 def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
     """Typed schema columns plus raw lineage, a row id, and an array of parse errors per row.
 
-    A row is good when `_parse_errors` is empty. Errors: wrong field count, a value that does not
+    A row is good when PARSE_ERRORS is empty. Errors: wrong field count, a value that does not
     cast to its declared type, an empty value in a non-nullable column (see typed_field).
     """
     return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema)

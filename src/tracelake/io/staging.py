@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.io import objectstore
+from tracelake.schema import RESERVED_PREFIX
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,7 @@ def write_staged(df: DataFrame, path: str | Path | Scratch, mode: str = "overwri
     writer.option("compression", STAGING_CODEC).parquet(str(path))
 
 
-APART = "_staged_apart"  # the folder column of a write with `apart`; its values read back as text
+APART = f"{RESERVED_PREFIX}apart"  # the folder column of a write with `apart`; its values read back as text
 
 
 def apart_folder(path: str | Path | Scratch, value: bool) -> Scratch:

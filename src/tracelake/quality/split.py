@@ -8,10 +8,10 @@ from collections.abc import Collection
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.io.parse import FLOAT_TYPES, PARSE_ERRORS, ROW_ID
+from tracelake.io.parse import FLOAT_TYPES, PARSE_ERRORS, ROW_ID, STAGED_RAW_LINE, STAGED_RAW_VALUES
 from tracelake.quality.gate import GateOutcome, expectation_id
 from tracelake.quality.rowrules import rejects
-from tracelake.schema import TableSchema
+from tracelake.schema import RESERVED_PREFIX, TableSchema
 
 
 def split_by_gate(
@@ -47,7 +47,7 @@ def row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
         if rejects(exp) is None:
             by_gx = True
         else:
-            flags[f"_q{len(flags)}"] = exp
+            flags[f"{RESERVED_PREFIX}q{len(flags)}"] = exp
     return flags, by_gx
 
 
@@ -76,7 +76,8 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     `clean` parse (io.staging.Checked.clean) gives its rows in this form already: a failed row
     holds no value and no row a raw line or values, so its columns are staged as they come
     (measured on a full Zhejiang hour: the engine's expressions for them cost 1 s of a 10 s
-    staged write)."""
+    staged write). Every column staged beside the table's own carries schema.RESERVED_PREFIX (the raw
+    text too: staged files can be the table's data files)."""
     failed = F.size(F.col(PARSE_ERRORS)) > 0
     flag_cols = [(F.lit(False) if expectation_id(exp) in proven
                   else F.coalesce(rejects(exp, domain=~failed), F.lit(False))).alias(name) for name, exp in flags.items()]
@@ -89,11 +90,11 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     contract = {*data, "source_file", "raw_line", "raw_values_json", ROW_ID, PARSE_ERRORS}
     extras = [c for c in parsed.columns if c not in contract]
     if clean:
-        return parsed.select(*data, "source_file", "raw_line", "raw_values_json", *ids, PARSE_ERRORS, *flag_cols,
-                             *extras)
+        return parsed.select(*data, "source_file", F.col("raw_line").alias(STAGED_RAW_LINE),
+                             F.col("raw_values_json").alias(STAGED_RAW_VALUES), *ids, PARSE_ERRORS, *flag_cols, *extras)
     values = parsed.select(*_failed_values(schema, failed), "source_file", "raw_line", "raw_values_json", *ids,
                            PARSE_ERRORS, *extras)
     flagged = values.select("*", *flag_cols)
-    return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
-                          F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
+    return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias(STAGED_RAW_LINE),
+                          F.when(keep_raw, F.col("raw_values_json")).alias(STAGED_RAW_VALUES),
                           *ids, PARSE_ERRORS, *flags, *extras)

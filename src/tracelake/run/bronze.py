@@ -22,7 +22,7 @@ from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
+from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, STAGED_RAW_LINE, STAGED_RAW_VALUES, parse_delimited
 from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
@@ -190,13 +190,15 @@ def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepa
     q_schema = quarantine_of(schema)
     lineage = lineage_of(run)
     q_cols = [*q_schema.partition_by, "source_file", "raw_line", "raw_values_json"]
-    quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
-        set_aside.select(*q_cols, "reasons", *lineage)
+    raw = [*q_schema.partition_by, "source_file", F.col(STAGED_RAW_LINE).alias("raw_line"),
+           F.col(STAGED_RAW_VALUES).alias("raw_values_json")]  # as staged
+    quarantine = prepared.bad.select(*raw, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
+        set_aside.select(*raw, "reasons", *lineage)
     )
     names = sorted({name for f in files for name in (f.name, *f.aliases)})
     if partitions is None:
         kept, moved = _split_keys_stored_elsewhere(spark, config, schema, kept, names)
-        quarantine = quarantine.unionByName(moved.select(*q_cols, "reasons", *lineage))
+        quarantine = quarantine.unionByName(moved.select(*raw, "reasons", *lineage))
         set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
     rows = kept.select(*data_cols, "source_file", *lineage)
     unchanged = False  # a merge does not say

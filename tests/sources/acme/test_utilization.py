@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
+from tracelake.io.parse import PARSE_ERRORS, STAGED_RAW_LINE, STAGED_RAW_VALUES
 from tracelake.io.staging import Checked, parse_path, settle
 from tracelake.io.text import RawFile
 from tracelake.quality.split import staged_form
@@ -60,12 +61,13 @@ def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
 
 
 def _good(frame, columns: list[str]):
-    return frame.filter(F.size("_parse_errors") == 0).select(*columns)
+    return frame.filter(F.size(PARSE_ERRORS) == 0).select(*columns)
 
 
 def _bad(frame):
-    return frame.filter(F.size("_parse_errors") > 0).select(
-        "source_file", "raw_line", "raw_values_json", F.col("_parse_errors").alias("reasons"))
+    return frame.filter(F.size(PARSE_ERRORS) > 0).select(
+        "source_file", F.col(STAGED_RAW_LINE).alias("raw_line"), F.col(STAGED_RAW_VALUES).alias("raw_values_json"),
+        F.col(PARSE_ERRORS).alias("reasons"))
 
 
 def reference_cells(raw_dir: Path) -> dict:
@@ -255,7 +257,7 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month, tmp_path_
 
     parsed = _parse(spark, month, UTIL, tmp_path_factory)
     good = _good(parsed, UTIL_KEYS)
-    reasons = parsed.filter(F.size("_parse_errors") > 0).groupBy(F.col("_parse_errors")[0].alias("r")).count()
+    reasons = parsed.filter(F.size(PARSE_ERRORS) > 0).groupBy(F.col(PARSE_ERRORS)[0].alias("r")).count()
     assert parsed.count() == cells
     assert good.count() == good.distinct().count() == distinct
     assert [tuple(r) for r in reasons.collect()] == [("duplicate Time row", cells - distinct)]
@@ -313,7 +315,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     fast, exact = _pass_and_exact(spark, month, tmp_path)
     assert_same_rows(fast, exact)
     cells, distinct = reference_cells(month)[UTIL]
-    assert (fast.count(), fast.filter(F.size("_parse_errors") == 0).count()) == (cells, distinct)
+    assert (fast.count(), fast.filter(F.size(PARSE_ERRORS) == 0).count()) == (cells, distinct)
     assert list(tmp_path.glob("pass/acme-repeats-*/ranked"))  # the repeated lines went the exact way
     assert not list(tmp_path.glob("pass/acme-cells-*"))  # and no file was parsed exactly whole
 
@@ -335,7 +337,7 @@ def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month
     path.write_text("\n".join(lines) + "\n")
     fast, exact = _pass_and_exact(spark, raw, tmp_path)
     assert_same_rows(fast, exact)
-    reasons = {r[0] for r in fast.filter(F.size("_parse_errors") > 0).select(F.col("_parse_errors")[0]).collect()}
+    reasons = {r[0] for r in fast.filter(F.size(PARSE_ERRORS) > 0).select(F.col(PARSE_ERRORS)[0]).collect()}
     assert {"duplicate Time row", "value: 'inf' is not a finite number",
             f"expected {len(fields)} fields, found {len(fields) - 1}"} <= reasons
     assert len(list(tmp_path.glob("pass/acme-cells-*"))) == 0  # one group: the exact parse in one plan

@@ -20,6 +20,7 @@ from same_rows import assert_same_rows
 from tracelake.delta import commit as lake
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
+from tracelake.io.parse import PARSE_ERRORS
 from tracelake.run import pipeline
 from tracelake.run.context import Run
 from tracelake.run.derived import publish_derived
@@ -256,7 +257,7 @@ def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine,
     assert sorted(stored.columns) == sorted(c.name for c in schema.columns)
     import pyarrow.parquet as pq
     extra = set(pq.read_schema(str(Path(path) / added[0]["path"])).names) - set(stored.columns)
-    assert {"status", "in_bytes_per_s", "_parse_errors"} <= extra
+    assert {"status", "in_bytes_per_s", PARSE_ERRORS} <= extra
     exact = parser.parse_port_files(spark, find_port_files(raw), schema)
     data = [c.name for c in schema.data_columns]
     assert_same_rows(stored.select(*data, "source_file"), exact.select(*data, "source_file"))

@@ -17,6 +17,7 @@ from same_rows import assert_same_rows
 from tracelake.delta.fingerprint import fingerprint
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.staging import settle
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
@@ -146,7 +147,7 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [good, *bad])
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", [good.replace(MGMT, "TwoHundredGigE1/0/1:1")], newline="\r\n", bom="\ufeff")
     parsed = _parse(spark, tmp_path)
-    got = parsed.select("raw_line", "_parse_errors").orderBy("raw_line")
+    got = parsed.select("raw_line", PARSE_ERRORS).orderBy("raw_line")
     expected = spark.createDataFrame([  # the well-formed file takes the one pass, which keeps no raw line of a good row
         (good, []), (None, []),
         (bad[0], ["expected 10 fields, found 9"]),
@@ -156,14 +157,14 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         (bad[4], ["expected 10 fields, found 11"]),
         (bad[5], ["save_time_utc: '99999999999999999' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
         (bad[6], ["save_time_utc: '1716480000' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
-    ], "raw_line string, _parse_errors array<string>").orderBy("raw_line")
+    ], f"raw_line string, {PARSE_ERRORS} array<string>").orderBy("raw_line")
     assert_same_rows(got, expected)
-    row = parsed.filter(F.size("_parse_errors") == 0).orderBy("file_port_name").first()
+    row = parsed.filter(F.size(PARSE_ERRORS) == 0).orderBy("file_port_name").first()
     assert (row.save_time_utc, row.hour_cst, row.out_octets, row.in_ratio, row.raw_values_json) == (
         datetime(2024, 5, 23, 16, 0, 0, 914000), HOUR, 23556, 0.0, None)
     assert parsed.filter("raw_line = '" + bad[1] + "'").first().raw_values_json.startswith(
         '{"SaveTime":"2024/05/24 星期五 00:00:00.914","SaveTimeUTC":"1716480000914"')
-    assert parsed.select("_row_id").distinct().count() == 9
+    assert parsed.select(ROW_ID).distinct().count() == 9
 
 
 # ---------------------------------------------------------------- rates on real excerpts
@@ -198,7 +199,7 @@ def test_a_32_bit_wrap_on_a_real_management_excerpt_is_undone(spark, tmp_path):
     lines[150] = ",".join(fields)
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", lines)
     parsed = _parse(spark, tmp_path)
-    assert parsed.filter(F.size("_parse_errors") > 0).count() == 0
+    assert parsed.filter(F.size(PARSE_ERRORS) > 0).count() == 0
     assert [r.out_octets for r in parsed.filter("out_octets < 0").collect()] == [delivered - 2**32]
     rates = port_rates(parsed).orderBy("save_time_utc").collect()
     assert [i for i, r in enumerate(rates) if r.counter_wrapped] == [150]
@@ -353,9 +354,9 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     fast, held = settle(item.parser(spark, item.files, schema), tmp_path / "_staging" / "fast.parquet")
     assert held  # well-formed files (a BOM and CRLF included) take the one pass
     exact = parser.parse_fields(parser._read_lines(spark, item.files, schema), schema)
-    contract = [*[c.name for c in schema.data_columns], "source_file", "_parse_errors"]
+    contract = [*[c.name for c in schema.data_columns], "source_file", PARSE_ERRORS]
     assert_same_rows(fast.select(*contract), exact.select(*contract))
-    assert fast.filter(F.size("_parse_errors") > 0).count() == 0
+    assert fast.filter(F.size(PARSE_ERRORS) > 0).count() == 0
     assert fast.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
 
 
@@ -380,7 +381,7 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
     computed = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven)
     assert as_given.columns == computed.columns
     assert_same_rows(as_given, computed)
-    markers = as_given.filter(F.size("_parse_errors") > 0).select("source_file", "_parse_errors", "in_ratio").collect()
+    markers = as_given.filter(F.size(PARSE_ERRORS) > 0).select("source_file", PARSE_ERRORS, "in_ratio").collect()
     assert [tuple(r) for r in markers] == [(f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv", ["file parsed line by line"],
                                             None)]
 
@@ -397,9 +398,9 @@ def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark
         parsed, held = settle(item.parser(spark, item.files, load_schema(ports.TABLE)),
                               tmp_path / case / "_staging" / "parsed.parquet")
         assert not held, case  # the file went the exact way
-        got = parsed.select("raw_line", "_parse_errors")
+        got = parsed.select("raw_line", PARSE_ERRORS)
         expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]
-        assert_same_rows(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))
+        assert_same_rows(got, spark.createDataFrame(expected, f"raw_line string, {PARSE_ERRORS} array<string>"))
 
 
 # ---------------------------------------------------------------- ingest (Delta)

@@ -31,9 +31,10 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore, progress
+from tracelake.schema import RESERVED_PREFIX
 
-KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
-SERIES = "_series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
+KIND = f"{RESERVED_PREFIX}kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
+SERIES = f"{RESERVED_PREFIX}series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
 CELL, LINE, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)

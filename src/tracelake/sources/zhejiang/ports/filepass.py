@@ -36,25 +36,26 @@ import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
 from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
+from tracelake.schema import RESERVED_PREFIX
 from tracelake.sources.zhejiang.clock import hour_start_utc
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, standalone_rates
 from tracelake.sources.zhejiang.ports.window import STATUSES
 from tracelake.sources.zhejiang.savetime import save_time_unproven
 
-EXACT = "_exact"  # the marker column: this file must be parsed line by line
-REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row before's: a key twice
+EXACT = f"{RESERVED_PREFIX}exact"  # the marker column: this file must be parsed line by line
+REPEATED_INSTANT = f"{RESERVED_PREFIX}repeated_instant"  # the row's instant is its file's row before's: a key twice
 # the row's SaveTime text was not shown to be SaveTimeUTC + 8 h (save_time_unproven): where no row
 # is, the gate records the suite's rule save_time_matches_utc as passed without its query
-SAVE_TIME_UNPROVEN = "_save_time_unproven"
+SAVE_TIME_UNPROVEN = f"{RESERVED_PREFIX}save_time_unproven"
 # the row is one silver's critical rule rates_within_line_rate could return (an unknown status, a
 # utilisation outside 0..RATE_BOUND, an interval not above 0): where no staged row is, its gate
 # records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
-RATE_OUT_OF_BOUNDS = "_rate_out_of_bounds"
+RATE_OUT_OF_BOUNDS = f"{RESERVED_PREFIX}rate_out_of_bounds"
 RATE_BOUND = 1.05  # expectations/silver.zj_port_rates.json, rates_within_line_rate
 # the row's SaveTimeUTC lies outside its CST hour folder: where no row is, the gate records the
 # suite's rule samples_in_hour_folder (a group-by of the hour) as passed without its query
-OUTSIDE_HOUR = "_outside_hour_folder"
+OUTSIDE_HOUR = f"{RESERVED_PREFIX}outside_hour_folder"
 HOUR_MS = 3_600_000
 RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
        "InRatio", "OutRatio")
@@ -68,7 +69,7 @@ RATE_COLUMNS = (("status", pa.string()), ("interval_start_utc", pa.timestamp("us
                 ("interval_s", pa.float64()), ("dt_s", pa.float64()), ("counter_wrapped", pa.bool_()),
                 ("line_rate_bps", pa.int64()), ("in_bytes_per_s", pa.float64()), ("out_bytes_per_s", pa.float64()),
                 ("in_util", pa.float64()), ("out_util", pa.float64()))
-RERATE = "_rerate"  # the file's silver rows are computed again (module docstring): its rows are staged apart
+RERATE = f"{RESERVED_PREFIX}rerate"  # the file's silver rows are computed again (module docstring): its rows are staged apart
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "folder_device_name", "file_port_name")
 OUTPUT = pa.schema([
     ("hour_cst", pa.string()), ("device_name", pa.string()), ("port_name", pa.string()),
