@@ -23,9 +23,14 @@ from tracelake.schema import Column as ColumnSpec
 
 ROW_ID = f"{RESERVED_PREFIX}row_id"
 PARSE_ERRORS = f"{RESERVED_PREFIX}parse_errors"
-# a parser may add this boolean column: true on a row that repeats an earlier row of its file
-# exactly (a re-delivered record). Such a row is counted as repeated: neither kept nor quarantined
-REPEAT_COPY = f"{RESERVED_PREFIX}repeat_copy"
+# what becomes of each staged row, in one column (a tinyint), completed by quality.split.staged_form:
+# KEPT; FLAGGED (a quarantine rule sets it aside); REPEATED (an exact copy of an earlier row of its
+# file, a re-delivered record: counted as repeated, neither kept nor quarantined); FAILED (it did not
+# parse); EXACT (no row, but a fast pass's marker: its input is parsed line by line instead). A
+# parser may give the column itself, with REPEATED, EXACT or KEPT on each row
+VERDICT = f"{RESERVED_PREFIX}verdict"
+KEPT, FLAGGED, REPEATED, FAILED, EXACT = 0, 1, 2, 3, 4
+EXACT_REASON = "file parsed line by line"  # a fast pass's marker row's problem; never stored
 # a row's raw text as staged (quality.split.staged_form): a quarantine row's raw_line and raw_values_json
 STAGED_RAW_LINE, STAGED_RAW_VALUES = f"{RESERVED_PREFIX}raw_line", f"{RESERVED_PREFIX}raw_values_json"
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
@@ -35,6 +40,17 @@ EPOCH_MS_KIND = "epoch time in whole milliseconds of the years 2000-2099"
 # 2000-01-01 .. 2099-12-31: a trace's clock, not any instant a timestamp can hold; so a time in
 # seconds (1716480254 is 1970-01-20 as milliseconds) is refused instead of stored 54 years early
 EPOCH_MS_MIN, EPOCH_MS_MAX = 946_684_800_000, 4_102_444_799_999
+
+
+def verdict(code: int) -> Column:
+    """VERDICT's value `code`, as the column holds it."""
+    return F.lit(code).cast("tinyint")
+
+
+def kept() -> Column:
+    """The one condition of a staged row that a table keeps (VERDICT): the bronze step's counts, the
+    staged parse a derived table reads, and whether its files hold kept rows only."""
+    return F.col(VERDICT) == KEPT
 
 
 # ---------------------------------------------------------------- splitting

@@ -275,7 +275,7 @@ def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: d
     few rows computed now instead of every row (delta.commit.StagedBeside)."""
     by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
     asked = {i: c for i, c in verified.items() if by_id.get(i, {}).get("type") == "unexpected_rows_expectation"}
-    footers = staged_footers(files, asked.values(), None) if asked else None
+    footers = staged_footers(files, asked.values()) if asked else None
     if footers is None:
         return set()
     return {ident for ident, column in asked.items() if column not in footers.true

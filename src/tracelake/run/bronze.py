@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,7 +21,19 @@ from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, STAGED_RAW_LINE, STAGED_RAW_VALUES, parse_delimited
+from tracelake.io.parse import (
+    FAILED,
+    FLAGGED,
+    KEPT,
+    PARSE_ERRORS,
+    REPEATED,
+    ROW_ID,
+    STAGED_RAW_LINE,
+    STAGED_RAW_VALUES,
+    VERDICT,
+    kept,
+    parse_delimited,
+)
 from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
@@ -58,7 +69,7 @@ class PreparedTable:
     rows_read: int
     parse_failed: int
     known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
-    repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEAT_COPY): neither kept nor set aside
+    repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEATED): neither kept nor set aside
     # where the parse is staged, when its files hold exactly the rows to keep (a fast parse that
     # held whole, no row failed or repeated): the table may then commit those files (_as_staged)
     staged: Scratch | None = None
@@ -91,30 +102,25 @@ def prepare_table(
         if (problem := unreadable(files)) is not None:
             raise problem from None
         raise
-    failed = F.size(PARSE_ERRORS) > 0
-    repeat = F.coalesce(F.col(REPEAT_COPY), F.lit(False)) if REPEAT_COPY in parsed.columns else F.lit(False)
-    flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
+    fate = F.col(VERDICT)
     verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
-    asked = [*flags, *([REPEAT_COPY] if REPEAT_COPY in parsed.columns else []), *verified.values()]
-    footers = staged_footers(path, asked, PARSE_ERRORS) if held else None  # `parsed` is the files at `path`
-    if footers is not None and not footers.problems and not footers.true & {*flags, REPEAT_COPY}:
+    footers = staged_footers(path, verified.values(), VERDICT) if held else None  # `parsed` is the files at `path`
+    if footers is not None and footers.worst == KEPT:
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = footers.rows, 0, 0, footers.rows, 0
         cleared = {ident for ident, column in verified.items() if column not in footers.true}
     else:
         counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
             F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
-                                 for c in (failed, ~failed & ~repeat & flagged, ~failed & ~repeat & ~flagged,
-                                           ~failed & repeat)],
+                                 for c in (fate >= FAILED, fate == FLAGGED, kept(), fate == REPEATED)],
             *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
         cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
     whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
     if held and not (parse_failed or rows_flagged or repeated):
         mark_all_kept(path)
-    if repeated:  # re-delivered copies: one of each is kept, the others only counted
-        good = parsed.filter(~failed & ~repeat)
-    else:
-        good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
+    # the rows the gate sees: kept or flagged (re-delivered copies are only counted); no filter to
+    # fence when every row parsed and none repeats
+    good = parsed.filter(fate <= FLAGGED) if parse_failed or repeated else parsed
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
@@ -122,7 +128,7 @@ def prepare_table(
                     rows=rows_flagged + rows_clean)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if repeated:
-        gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(~failed & repeat))))
+        gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(fate == REPEATED))))
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         names = tuple(r.expectation_id for r in gate.critical_failures)
@@ -132,7 +138,7 @@ def prepare_table(
         )
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
-    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known,
+    return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
                          repeated, path if whole and not parse_failed and not repeated else None)
 
 

@@ -12,10 +12,9 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import EXACT, KEPT, REPEATED, VERDICT
 from tracelake.run.pipeline import run_ingest
 from tracelake.sources.zhejiang.ports import TABLE, carry, parser, rebuild
-from tracelake.sources.zhejiang.ports.filepass import EXACT
 from tracelake.sources.zhejiang.ports.window import carried_state, port_rates
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
 
@@ -61,7 +60,7 @@ def test_the_marks_of_the_pass_rows_give_carried_state_exactly(spark):
                          "port_name": pa.array([r[1] for r in part]),
                          "save_time_utc": pa.array([r[2] for r in part], pa.timestamp("us", tz="UTC")),
                          **{c: pa.array([r[3] for r in part], pa.int64()) for c in carry.COUNTERS},
-                         REPEAT_COPY: pa.array([r[4] for r in part]), EXACT: pa.array([r[5] for r in part])})
+                         VERDICT: pa.array([EXACT if r[5] else REPEATED if r[4] else KEPT for r in part], pa.int8())})
     marks: carry.Marks = {}
     for part in (rows, later):
         carry.marks_of(pass_table(part), marks)

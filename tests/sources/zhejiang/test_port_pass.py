@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
+from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import EXACT, EXACT_REASON, PARSE_ERRORS, REPEATED, VERDICT
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.ports import filepass, grouppass
 from tracelake.sources.zhejiang.ports.window import (
@@ -74,7 +75,7 @@ def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.nda
         tables.append(filepass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
                                                 "source_file": port}, (state or {}).get((DEVICE, port))))
     table = pa.concat_tables(tables).cast(filepass.OUTPUT)
-    ddl = ", ".join(f"`{f.name}` {filepass.SPARK_TYPES[f.type]}" for f in table.schema)
+    ddl = arrow_ddl(table.schema)
     return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
 
 
@@ -339,11 +340,11 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
                                                                        for f in coded.schema]
     assert coded.cast(filepass.YIELDED).equals(plain)
     assert plain.num_rows == len(paths[0].read_text().splitlines()) - 1 + len(lines) + 1
-    assert plain.column(filepass.EXACT).to_pylist().count(True) == 1
+    assert plain.column(VERDICT).to_pylist().count(EXACT) == 1
     # the marker's problem names the exact parse; no other row has one
     problems = plain.column(PARSE_ERRORS).to_pylist()
-    assert [p for p in problems if p] == [[filepass.EXACT_REASON]] and problems.count([]) == plain.num_rows - 1
-    assert plain.column(REPEAT_COPY).to_pylist().count(True) == 1
+    assert [p for p in problems if p] == [[EXACT_REASON]] and problems.count([]) == plain.num_rows - 1
+    assert plain.column(VERDICT).to_pylist().count(REPEATED) == 1
     assert set(plain.column("port_name").drop_null().to_pylist()) == {PORTS[0], PORTS[1]}
 
 
@@ -390,7 +391,7 @@ def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_pa
     assert grouped.equals(alone)
     assert len(tables) == 1 + 7  # the rated group, and each of: mgmt, twice, swapped, other port, exact, header, overlap
     assert rows == [alone.filter(pa.compute.equal(alone.column("source_file"), f["source_file"])).num_rows for f in files]
-    assert sorted(alone.filter(alone.column(filepass.EXACT)).column("source_file").to_pylist()) == sorted(
+    assert sorted(alone.filter(pa.compute.equal(alone.column(VERDICT), EXACT)).column("source_file").to_pylist()) == sorted(
         p.name for p in (p4, p5, p7))  # another port, the exact parse, the header alone
     unproven = alone.filter(alone.column(filepass.SAVE_TIME_UNPROVEN)).column("source_file").unique().to_pylist()
     assert unproven == [p6.name]

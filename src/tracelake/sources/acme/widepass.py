@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore, progress
+from tracelake.io.frames import arrow_ddl
 from tracelake.schema import RESERVED_PREFIX
 
 KIND = f"{RESERVED_PREFIX}kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
@@ -46,8 +47,7 @@ OUTPUT = pa.schema([
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
     ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()),
 ])
-SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
-OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
+OUTPUT_DDL = arrow_ddl(OUTPUT)
 
 
 class NeedsExact(Exception):

@@ -33,7 +33,17 @@ from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.parse import PARSE_ERRORS, ROW_ID, finish, raw_field, raw_values_json, split_fields, typed_columns
+from tracelake.io.parse import (
+    EXACT,
+    PARSE_ERRORS,
+    ROW_ID,
+    VERDICT,
+    finish,
+    raw_field,
+    raw_values_json,
+    split_fields,
+    typed_columns,
+)
 from tracelake.io.staging import Checked, Scratch
 from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
@@ -305,7 +315,7 @@ def parse_hourly(
 
 
 def _no_marker(staged: DataFrame) -> bool:
-    return not staged.filter(F.col(hourlypass.EXACT)).limit(1).collect()
+    return not staged.filter(F.col(VERDICT) == EXACT).limit(1).collect()
 
 
 def _fast_parse(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
@@ -319,7 +329,7 @@ def _fast_parse(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
         *[c.name for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
-        PARSE_ERRORS, hourlypass.EXACT,
+        PARSE_ERRORS, VERDICT,
     )
 
 

@@ -34,10 +34,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracelake.delta.staged_files import commits_staged
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import KEPT, VERDICT
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
-from tracelake.sources.zhejiang.ports.filepass import EXACT
 
 if TYPE_CHECKING:  # the pass's function imports this module where the engine's tasks run
     from tracelake.config import Config
@@ -67,10 +66,9 @@ def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, list]:
 
 def marks_of(table: pa.Table, marks: Marks) -> None:
     """Add the rows of `table` (the pass's rows, filepass.PASS_OUTPUT) to `marks`: rows a bronze
-    table keeps only (no marker row, no repeated copy). Rows of one port lie together in a pass's
-    table, so each run of one port is reduced at once and runs of one port are merged."""
-    drop = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)
-    drop |= table.column(REPEAT_COPY).to_numpy(zero_copy_only=False).astype(bool)
+    table keeps only (io.parse.KEPT: no marker row, no repeated copy). Rows of one port lie together
+    in a pass's table, so each run of one port is reduced at once and runs of one port are merged."""
+    drop = table.column(VERDICT).to_numpy(zero_copy_only=False) != KEPT
     if drop.all():
         return
     keep = ~drop

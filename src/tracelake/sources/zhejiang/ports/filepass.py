@@ -9,9 +9,9 @@ What it checks, and what it does when a check fails: every line splits into the 
 fields (an empty line or a stray comma fails the read), the bytes are UTF-8, every value casts
 to its column's type and is present, times are epoch milliseconds of the years 2000-2099,
 ratios are finite, every row names the file's own port and switch, and two rows of one instant
-are the same poll twice (an exact copy is a row of its own marked REPEAT_COPY, counted as repeated
-and not kept; a copy with other values is a conflict). A file that fails any
-check yields a single marker row (`EXACT` true) and no data: parser.parse_port_files parses such
+are the same poll twice (an exact copy is a row of its own with the verdict REPEATED, counted as
+repeated and not kept; a copy with other values is a conflict). A file that fails any
+check yields a single marker row (the verdict EXACT) and no data: parser.parse_port_files parses such
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
 
@@ -35,7 +35,17 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
-from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
+from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    EXACT,
+    EXACT_REASON,
+    KEPT,
+    PARSE_ERRORS,
+    REPEATED,
+    VERDICT,
+)
 from tracelake.schema import RESERVED_PREFIX
 from tracelake.sources.zhejiang.clock import hour_start_utc
 from tracelake.sources.zhejiang.layout import MGMT_PORT
@@ -43,7 +53,6 @@ from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, standalone_ra
 from tracelake.sources.zhejiang.ports.window import STATUSES
 from tracelake.sources.zhejiang.savetime import save_time_unproven
 
-EXACT = f"{RESERVED_PREFIX}exact"  # the marker column: this file must be parsed line by line
 REPEATED_INSTANT = f"{RESERVED_PREFIX}repeated_instant"  # the row's instant is its file's row before's: a key twice
 # the row's SaveTime text was not shown to be SaveTimeUTC + 8 h (save_time_unproven): where no row
 # is, the gate records the suite's rule save_time_matches_utc as passed without its query
@@ -79,7 +88,7 @@ OUTPUT = pa.schema([
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
     (SAVE_TIME_UNPROVEN, pa.bool_()), (RATE_OUT_OF_BOUNDS, pa.bool_()), (OUTSIDE_HOUR, pa.bool_()),
-    (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()), (RERATE, pa.bool_()),
+    (VERDICT, pa.int8()), (RERATE, pa.bool_()),
 ])
 # the strings a file repeats on every row, yielded as dictionaries (one value each, the status one of
 # eight): the engine's Parquet writer then takes them for less. Measured on a full generated
@@ -90,16 +99,14 @@ REPEATED_STRINGS = ("hour_cst", "device_name", "port_name", "folder_device_name"
 DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS else f for f in OUTPUT])
 # what the pass hands over: its rows with their parse problems (io.parse.PARSE_ERRORS), made here
-# in Arrow so that staging evaluates nothing per row (Checked.clean): a marker row's problem says
-# its file is parsed line by line; every other row has none. Measured on a full generated hour's
-# pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s against 10.2-11.1 s with the
-# problems and the staged form computed by the engine, 18-19 s of its CPU against 20-22 s.
-EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
+# in Arrow so that staging evaluates nothing per row (Checked.clean): a marker row's problem
+# (io.parse.EXACT_REASON) says its file is parsed line by line; every other row has none. Measured
+# on a full generated hour's pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s
+# against 10.2-11.1 s with the problems and the staged form computed by the engine, 18-19 s of its
+# CPU against 20-22 s.
 PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
 YIELDED = pa.schema([*OUTPUT, PROBLEMS])
-SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
-               pa.timestamp("us", tz="UTC"): "timestamp", PROBLEMS.type: "array<string>"}
-OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in YIELDED)
+OUTPUT_DDL = arrow_ddl(YIELDED)
 STATUS_NAMES = pa.array(STATUSES, pa.string())
 
 
@@ -219,7 +226,7 @@ def _copies(table: pa.Table, ms: np.ndarray) -> np.ndarray | None:
 
 def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None = None) -> pa.Table | None:
     """The file's rows as the parse contract's typed columns plus the rate columns (continuing
-    from `before`, see _rated); an exact copy of a poll is a row of its own, marked REPEAT_COPY
+    from `before`, see _rated); an exact copy of a poll is a row of its own, with the verdict REPEATED
     and not rated. None when a poll is delivered twice with different values."""
     ms = table.column("SaveTimeUTC").to_numpy()
     order = None if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])) else np.argsort(ms, kind="stable")
@@ -289,7 +296,7 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
         RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates),
         OUTSIDE_HOUR: pa.array(outside_hour(ms, np.full(n, hour_start_ms(file["hour_cst"])))),
-        REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
+        VERDICT: pa.array(np.full(n, KEPT, np.int8)),
         RERATE: pa.array(np.full(n, rerate)),
     }
     return pa.table(columns, schema=PASS_OUTPUT)
@@ -302,8 +309,7 @@ def _copy_rows(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -
     columns.update(_typed(table, ms, lines, file), **{REPEATED_INSTANT: pa.array(np.zeros(n, bool)),
                                                        SAVE_TIME_UNPROVEN: pa.array(np.zeros(n, bool)),
                                                        OUTSIDE_HOUR: pa.array(np.zeros(n, bool)),
-                                                       REPEAT_COPY: pa.array(np.ones(n, bool)),
-                                                       EXACT: pa.array(np.zeros(n, bool)),
+                                                       VERDICT: pa.array(np.full(n, REPEATED, np.int8)),
                                                        RERATE: pa.array(np.ones(n, bool))})
     return pa.table(columns, schema=PASS_OUTPUT)
 
@@ -312,7 +318,7 @@ def _marker(file: dict) -> pa.Table:
     """One row saying: parse this file line by line."""
     row = {f.name: pa.nulls(1, f.type) for f in PASS_OUTPUT}
     row.update(source_file=_constant(file["source_file"], 1), hour_cst=_constant(file["hour_cst"], 1),
-               **{EXACT: pa.array([True]), RERATE: pa.array([True])})
+               **{VERDICT: pa.array([EXACT], pa.int8()), RERATE: pa.array([True])})
     return pa.table(row, schema=PASS_OUTPUT)
 
 
@@ -340,7 +346,7 @@ BATCH_ROWS = 32_768
 
 def with_problems(table: pa.Table) -> pa.Table:
     """`table` (PASS_OUTPUT rows) with PROBLEMS: EXACT_REASON on a marker row, none on the others."""
-    marker = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)
+    marker = table.column(VERDICT).to_numpy(zero_copy_only=False) == EXACT
     offsets = np.concatenate([[0], np.cumsum(marker)]).astype(np.int32)
     reasons = pa.array([EXACT_REASON] * int(offsets[-1]), pa.string())
     return table.append_column(PROBLEMS, pa.ListArray.from_arrays(pa.array(offsets), reasons))

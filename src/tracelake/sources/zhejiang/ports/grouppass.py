@@ -19,13 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelake.io import progress
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import KEPT, VERDICT
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.ports import carry, filepass
 from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, segment_rates
 from tracelake.sources.zhejiang.ports.filepass import (
     COUNTERS,
-    EXACT,
     OUTSIDE_HOUR,
     PASS_OUTPUT,
     RATE_OUT_OF_BOUNDS,
@@ -122,7 +121,7 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         RATE_OUT_OF_BOUNDS: filepass.rates_out_of_bounds(rates),
         OUTSIDE_HOUR: pa.array(filepass.outside_hour(ms, np.repeat([filepass.hour_start_ms(f["hour_cst"]) for f in files],
                                                                    counts))),
-        REPEAT_COPY: false, EXACT: false, RERATE: false,
+        VERDICT: pa.array(np.full(n, KEPT, np.int8)), RERATE: false,
     }
     return pa.table(columns, schema=PASS_OUTPUT)
 

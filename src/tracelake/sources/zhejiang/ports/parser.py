@@ -33,7 +33,7 @@ from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress
 from tracelake.io.frames import takes_dictionary_strings
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, split_fields, type_fields
+from tracelake.io.parse import EXACT, KEPT, PARSE_ERRORS, REPEATED, ROW_ID, VERDICT, split_fields, type_fields, verdict
 from tracelake.io.staging import Checked, Scratch, stage
 from tracelake.io.text import RawFile, check_header, file_size, read_lines
 from tracelake.schema import TableSchema, load_schema
@@ -65,7 +65,7 @@ POLL_VALUES = ("save_time", "in_pkts", "in_octets", "out_pkts", "out_octets", "i
 def repeated_polls(parsed: DataFrame) -> DataFrame:
     """Two parsed rows of one file with one (switch, port, instant) key: the same poll delivered
     twice. When they agree on every value, every copy but one is marked
-    REPEAT_COPY (counted as repeated, not kept); when any value differs, every row of that key
+    REPEATED (io.parse.VERDICT: counted as repeated, not kept); when any value differs, every row of that key
     is quarantined with the reason and the file, since which one is true cannot be told (the
     port pass sends such a file here)."""
     ok = F.size(PARSE_ERRORS) == 0
@@ -81,7 +81,8 @@ def repeated_polls(parsed: DataFrame) -> DataFrame:
     return marked.select(
         *[F.when(conflict, F.array(reason)).otherwise(F.col(c)).alias(c) if c == PARSE_ERRORS else F.col(c)
           for c in parsed.columns],
-        (twice & ~F.col("_conflict") & (F.col("_nth") > 1)).alias(REPEAT_COPY))
+        F.when(twice & ~F.col("_conflict") & (F.col("_nth") > 1), verdict(REPEATED)).otherwise(verdict(KEPT))
+        .alias(VERDICT))
 
 
 # ---------------------------------------------------------------- the one pass: each file read, checked, typed and rated
@@ -99,7 +100,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
              carry_folder: Path | None = None) -> DataFrame:
     """The parse contract of `files` from filepass, one pass each, with the rate columns it adds
     (filepass.RATE_COLUMNS, continuing from `state`: filepass.state_of the hour before) and its
-    marker rows (filepass.EXACT: files to parse line by line, which carry a parse problem so
+    marker rows (the verdict EXACT: files to parse line by line, which carry a parse problem so
     that nothing counts them as rows). With `carry_folder` (a folder on this machine, where the engine's
     tasks run too), the state the files leave for the hour after is written there (carry)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
@@ -113,7 +114,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
         PARSE_ERRORS, *[name for name, _ in filepass.RATE_COLUMNS], filepass.REPEATED_INSTANT,
-        filepass.SAVE_TIME_UNPROVEN, filepass.RATE_OUT_OF_BOUNDS, filepass.OUTSIDE_HOUR, REPEAT_COPY, filepass.EXACT,
+        filepass.SAVE_TIME_UNPROVEN, filepass.RATE_OUT_OF_BOUNDS, filepass.OUTSIDE_HOUR, VERDICT,
         filepass.RERATE,
     )
 
@@ -133,9 +134,9 @@ def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile
     by_name = {f.name: f for f in files}
 
     def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
-        marked = sorted(r[0] for r in staged.filter(F.col(filepass.EXACT)).select("source_file").collect())
+        marked = sorted(r[0] for r in staged.filter(F.col(VERDICT) == EXACT).select("source_file").collect())
         log.info("%s: %d file(s) parsed line by line", TABLE, len(marked))
-        return staged.filter(~F.col(filepass.EXACT)), exact([by_name[name] for name in marked])
+        return staged.filter(F.col(VERDICT) != EXACT), exact([by_name[name] for name in marked])
     return rest
 
 
@@ -201,7 +202,7 @@ def parse_port_files(
     if staging is None:
         return exact()
     def holds(staged: DataFrame) -> bool:
-        return not staged.filter(F.col(filepass.EXACT)).limit(1).collect()
+        return not staged.filter(F.col(VERDICT) == EXACT).limit(1).collect()
     # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
     # one file an hour, and every row of a file the pass took names that port and switch; the
     # SaveTime rule's cast of every row's text (0.9-1.0 s of a full hour's gate) is its byte check
