@@ -42,7 +42,7 @@ def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame
 
 def staged_clean(spark: SparkSession, scratch: Scratch, table: str) -> Scratch | None:
     """The folder of this run's staged parse of `table` that holds the rows a parser did not set
-    apart (io.staging.Checked.apart), when every row there was kept (io.parse.kept) and nothing
+    apart (io.staging.FastParse.apart), when every row there was kept (io.parse.kept) and nothing
     was parsed line by line beside it: files a derived table can take as they lie. None
     otherwise, or for a scratch behind a URL."""
     path = parse_path(scratch, table)

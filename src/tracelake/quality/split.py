@@ -85,9 +85,9 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     failed or were flagged (building them for every row costs more than the parse; a rule GX
     evaluates needs them all, and the row ids). Columns a parser adds beyond the contract (e.g.
     rates computed in the same pass) are staged with the rows, for a derived table to use. The
-    flags of `proven` rules (io.staging.Checked.proven: the parse checked them on every row) are
+    flags of `proven` rules (the suite's meta.proven_by: the parse checked them on every row) are
     false without evaluating them: on a full Zhejiang hour, two pair rules over 11 M rows. A
-    `clean` parse (io.staging.Checked.clean) gives its rows in this form already: a failed row
+    `clean` parse (io.staging.FastParse.clean) gives its rows in this form already: a failed row
     holds no value and no row a raw line or values, so its columns are staged as they come
     (measured on a full Zhejiang hour: the engine's expressions for them cost 1 s of a 10 s
     staged write). Every column staged beside the table's own carries schema.RESERVED_PREFIX (the raw

@@ -9,13 +9,13 @@ files, so a partition whose every row was set aside is emptied, not left stale).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.api.contract import lake_bound
+from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
 from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
@@ -32,15 +32,14 @@ from tracelake.io.parse import (
     STAGED_RAW_VALUES,
     VERDICT,
     kept,
-    parse_delimited,
 )
-from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle, staged_footers
+from tracelake.io.staging import Scratch, mark_all_kept, parse_path, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
-from tracelake.quality.unique import unique_after_staging
 from tracelake.run.context import Run, TableStats, record_results
+from tracelake.run.parsing import settle_parse
 from tracelake.schema import TableSchema, load_schema, quarantine_of
 
 
@@ -77,14 +76,15 @@ class PreparedTable:
 
 def prepare_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
+    parser: Parser | PlainParser | None = None,
 ) -> PreparedTable:
     """Parse and gate one bronze table's files, writing nothing: a run prepares every table
     before it commits the first, so a bad file found late leaves no table of the run half-done.
 
-    `parser` turns the files into the parser contract (contract.Parser); the gate is the same for
-    every source. The parse is stored once, with the quarantine rules' verdicts; counts and the
-    gate read the stored rows. A critical rule raises here, with its results recorded."""
+    `parser` turns the files into the parser contract (api.contract.Parser, or a plain function);
+    the gate is the same for every source. The parse is stored once, with the quarantine rules'
+    verdicts (run.parsing.settle_parse); counts and the gate read the stored rows. A critical rule
+    raises here, with its results recorded."""
     schema = load_schema(table)
     suite = load_suite(table)
     flags, by_gx = row_flags(suite)
@@ -94,16 +94,15 @@ def prepare_table(
     def project(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
         return staged_form(frame, schema, flags, by_gx, proven, clean).select("*", *lineage_of(run))
     try:
-        parse = unique_after_staging((lake_bound(parser, config) or parse_delimited)(spark, files, schema), flags)
-        parsed, held = settle(parse, path, project)
+        settled = settle_parse(spark, parser, files, schema, path, project, lake=config, scratch=run.scratch, suite=suite)
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix
         if (problem := unreadable(files)) is not None:
             raise problem from None
         raise
+    parsed, held, verified = settled.rows, settled.held, dict(settled.checked)
     fate = F.col(VERDICT)
-    verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
     footers = staged_footers(path, verified.values(), VERDICT) if held else None  # `parsed` is the files at `path`
     if footers is not None and footers.worst == KEPT:
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = footers.rows, 0, 0, footers.rows, 0
@@ -115,7 +114,6 @@ def prepare_table(
             *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
         cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
-    whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
     if held and not (parse_failed or rows_flagged or repeated):
         mark_all_kept(path)
     # the rows the gate sees: kept or flagged (re-delivered copies are only counted); no filter to
@@ -124,7 +122,7 @@ def prepare_table(
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
-                    cleared=cleared, settled=parse.proven if held and isinstance(parse, Checked) else (),
+                    cleared=cleared, settled=settled.settled,
                     rows=rows_flagged + rows_clean)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if repeated:
@@ -139,7 +137,7 @@ def prepare_table(
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
     return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
-                         repeated, path if whole and not parse_failed and not repeated else None)
+                         repeated, path if settled.whole and not parse_failed and not repeated else None)
 
 
 def lineage_of(run: Run) -> list[Column]:
@@ -247,7 +245,7 @@ def _split_keys_stored_elsewhere(
 
 def ingest_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
+    parser: Parser | PlainParser | None = None,
 ) -> TableStats:
     """Ingest raw files into one bronze table (prepare, then commit)."""
     return commit_table(spark, config, run, prepare_table(spark, config, run, table, files, parser))

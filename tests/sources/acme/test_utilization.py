@@ -24,9 +24,10 @@ from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, STAGED_RAW_LINE, STAGED_RAW_VALUES
-from tracelake.io.staging import Checked, parse_path, settle
+from tracelake.io.staging import FastParse, Scratch, parse_path
 from tracelake.io.text import RawFile
 from tracelake.quality.split import staged_form
+from tracelake.run.parsing import settle_parse
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.acme import unpivot, utilization, widepass
@@ -45,11 +46,18 @@ def _t(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)
 
 
-def _staged(spark, parse, staging: Path, table: str):
-    """A parse as an ingest stages it (io.staging.settle with the bronze step's projection: raw
-    text kept for the rows set aside only); a Checked one pass falls back as in an ingest."""
+def _staged(spark, parser, files, staging: Path, table: str):
+    """A parse as an ingest stages it (run.parsing.settle_parse with the bronze step's projection:
+    raw text kept for the rows set aside only); the one pass falls back as in an ingest."""
     schema = load_schema(table)
-    return settle(parse, parse_path(staging, table), lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean))[0]
+    return settle_parse(spark, parser, files, schema, parse_path(staging, table),
+                        lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean),
+                        scratch=Scratch(str(staging)), suite={"expectations": []}).rows
+
+
+def _given(frame):
+    """A parser that hands over `frame` (a parse made already)."""
+    return lambda spark, files, schema: frame
 
 
 def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
@@ -57,7 +65,7 @@ def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
     folder of the run's own (outside the raw folder, and removed with pytest's old runs)."""
     staging = folders.mktemp("acme-parse")
     [item] = [i for i in plan(raw_dir, staging) if i.table == table]
-    return _staged(spark, item.parser(spark, item.files, load_schema(table)), staging, table)
+    return _staged(spark, item.parser, item.files, staging, table)
 
 
 def _good(frame, columns: list[str]):
@@ -280,7 +288,7 @@ def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month,
     exact = {UTIL: utilization.parse_utilization, POWER: utilization.parse_power}  # the ingest's utilization parser is the one pass
     for item in plan(month, tmp_path):
         staged = exact[item.table](spark, item.files, load_schema(item.table), staging=tmp_path)
-        assert_same_rows(_staged(spark, staged, tmp_path / "settled", item.table), one_plan[item.table])
+        assert_same_rows(_staged(spark, _given(staged), [], tmp_path / "settled", item.table), one_plan[item.table])
     assert len(list(tmp_path.glob("acme-cells-*/cells"))) == 2  # both tables went the staged way
     assert len(list(tmp_path.glob("acme-cells-*/ranked"))) == 2  # both have duplicates to rank
 
@@ -300,10 +308,10 @@ def test_generator_is_deterministic_and_scales(tmp_path, month):
 def _pass_and_exact(spark, raw_dir: Path, tmp_path: Path):
     [item] = [i for i in plan(raw_dir, tmp_path / "pass") if i.table == UTIL]
     schema = load_schema(UTIL)
-    fast = item.parser(spark, item.files, schema)
-    assert isinstance(fast, Checked)
+    assert isinstance(item.parser.parse(spark, item.files, schema, scratch=Scratch(str(tmp_path / "pass"))), FastParse)
     exact = utilization.parse_utilization(spark, item.files, schema)
-    return _staged(spark, fast, tmp_path / "pass", UTIL), _staged(spark, exact, tmp_path / "exact", UTIL)
+    return (_staged(spark, item.parser, item.files, tmp_path / "pass", UTIL),
+            _staged(spark, _given(exact), [], tmp_path / "exact", UTIL))
 
 
 @pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes

@@ -21,6 +21,7 @@ from tracelake.delta import commit as lake
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS
+from tracelake.io.staging import Scratch
 from tracelake.run import pipeline
 from tracelake.run.context import Run
 from tracelake.run.derived import publish_derived
@@ -258,7 +259,7 @@ def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine,
     import pyarrow.parquet as pq
     extra = set(pq.read_schema(str(Path(path) / added[0]["path"])).names) - set(stored.columns)
     assert {"status", "in_bytes_per_s", PARSE_ERRORS} <= extra
-    exact = parser.parse_port_files(spark, find_port_files(raw), schema)
+    exact = parser.PortParser().exact(spark, find_port_files(raw), schema)
     data = [c.name for c in schema.data_columns]
     assert_same_rows(stored.select(*data, "source_file"), exact.select(*data, "source_file"))
     lineage = stored.select("ingest_run_id", "ingest_ts").distinct().collect()
@@ -305,7 +306,7 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
 
 
 def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(spark, config, tmp_path):
-    """Staging by folders (io.staging.Checked.apart) sorts each task's rows on a Spark cluster:
+    """Staging by folders (io.staging.FastParse.apart) sorts each task's rows on a Spark cluster:
     the pass asks for it only where the rates can then commit the other folder's files (the
     local profile, one hour), and not without a lake to continue from."""
     from tracelake.sources.zhejiang.ports import filepass
@@ -313,7 +314,7 @@ def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(s
     schema = load_schema(ports.TABLE)
 
     def apart(cfg, chosen=files):
-        return parser.parse_port_files(spark, chosen, schema, staging=tmp_path / "s", config=cfg).apart
+        return parser.PortParser().parse(spark, chosen, schema, lake=cfg, scratch=Scratch(str(tmp_path / "s"))).apart
     two = files + find_port_files(_hour(tmp_path, HOURS[1], seed=6))
     assert [apart(config), apart(replace(config, profile="connect")), apart(config, two), apart(None)] == \
         [filepass.RERATE, None, None, None]

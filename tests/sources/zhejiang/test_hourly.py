@@ -38,8 +38,8 @@ def _naive(dt: datetime) -> datetime:
 
 
 def _parse(spark, raw_dir: Path, staging: Path) -> dict:
-    """The exact parse (line by line) of every table (an ingest's plan binds the fast one)."""
-    return {item.table: item.parser(spark, item.files, load_schema(item.table), fast=False)
+    """The exact parse (line by line) of every table (an ingest takes the fast one first)."""
+    return {item.table: item.parser.exact(spark, item.files, load_schema(item.table))
             for item in hourly.plan(raw_dir, staging)}
 
 

@@ -12,10 +12,12 @@ import pytest
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
+from tracelake.api.contract import limits_proven_by
 from tracelake.io.frames import arrow_ddl
 from tracelake.io.parse import EXACT, EXACT_REASON, PARSE_ERRORS, REPEATED, VERDICT
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.ports import filepass, grouppass
+from tracelake.sources.zhejiang.ports import RATES_TABLE, filepass, grouppass
+from tracelake.sources.zhejiang.ports.parser import PortParser
 from tracelake.sources.zhejiang.ports.window import (
     STATUSES,
     carried_state,
@@ -25,6 +27,7 @@ from tracelake.sources.zhejiang.ports.window import (
     rates_of,
 )
 
+MAX_UTIL = limits_proven_by(RATES_TABLE, PortParser.name)["max_util"]  # the suite's, as the pass reads it
 DEVICE = "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825"
 PORTS = (MGMT_PORT, "TwoHundredGigE1/0/3:1", "FourHundredGigE1/0/40")
 SILVER = ["hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc", "interval_s", "dt_s",
@@ -73,7 +76,7 @@ def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.nda
                         "PortName": [port] * len(ms), **{k: c for k, c in zip(filepass.COUNTERS, counts)},
                         "InRatio": np.zeros(len(ms)), "OutRatio": np.zeros(len(ms))})
         tables.append(filepass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
-                                                "source_file": port}, (state or {}).get((DEVICE, port))))
+                                                "source_file": port}, (state or {}).get((DEVICE, port)), MAX_UTIL))
     table = pa.concat_tables(tables).cast(filepass.OUTPUT)
     ddl = arrow_ddl(table.schema)
     return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
@@ -304,7 +307,7 @@ def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spar
     columns = {name: np.array([c[0][i] for c in cases], float) for i, name in
                enumerate(("status", "in_util", "out_util", "seconds"))}
     columns["status"] = columns["status"].astype(np.int64)
-    assert filepass.rates_out_of_bounds(columns).to_pylist() == [returned for _, returned in cases]
+    assert filepass.rates_out_of_bounds(columns, MAX_UTIL).to_pylist() == [returned for _, returned in cases]
 
     rule = next(e for e in load_suite("silver.zj_port_rates")["expectations"]
                 if e["meta"].get("id") == "rates_within_line_rate")
@@ -315,7 +318,7 @@ def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spar
     rows.createOrReplaceTempView("rate_rows")
     returned = {r["n"] for r in spark.sql(rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "rate_rows")).collect()}
     assert returned == {i for i, (_, flagged) in enumerate(cases) if flagged}
-    assert rule["kwargs"]["unexpected_rows_query"].count(f"{filepass.RATE_BOUND}D") == 2
+    assert rule["meta"]["limits"] == {"max_util": MAX_UTIL} and rule["kwargs"]["unexpected_rows_query"].count(f"{MAX_UTIL}D") == 2
 
 
 def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_values(tmp_path):
@@ -333,8 +336,8 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
     files = pa.RecordBatch.from_pylist([
         {"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
          "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
-    plain = pa.Table.from_batches(list(grouppass.parse_files(iter([files]))))
-    coded = pa.Table.from_batches(list(grouppass.parse_files(iter([files]), dictionary=True)))
+    plain = pa.Table.from_batches(list(grouppass.parse_files(iter([files]), max_util=MAX_UTIL)))
+    coded = pa.Table.from_batches(list(grouppass.parse_files(iter([files]), max_util=MAX_UTIL, dictionary=True)))
     assert plain.schema == filepass.YIELDED and coded.schema == pa.schema([*filepass.PASS_OUTPUT, filepass.PROBLEMS])
     assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in filepass.REPEATED_STRINGS
                                                                        for f in coded.schema]
@@ -385,8 +388,8 @@ def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_pa
              (DEVICE, port_of[str(p9)]): ([first[port_of[str(p9)]] - 400, first[port_of[str(p9)]]], [1, 1])}
 
     key = [("source_file", "ascending"), ("line_number", "ascending")]
-    alone = pa.concat_tables([filepass.one_file(f, state) for f in files]).cast(filepass.OUTPUT).sort_by(key)
-    tables, rows = grouppass.one_group(files, state)
+    alone = pa.concat_tables([filepass.one_file(f, state, MAX_UTIL) for f in files]).cast(filepass.OUTPUT).sort_by(key)
+    tables, rows = grouppass.one_group(files, state, MAX_UTIL)
     grouped = pa.concat_tables(tables).cast(filepass.OUTPUT).sort_by(key)
     assert grouped.equals(alone)
     assert len(tables) == 1 + 7  # the rated group, and each of: mgmt, twice, swapped, other port, exact, header, overlap

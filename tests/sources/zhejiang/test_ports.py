@@ -18,7 +18,8 @@ from tracelake.delta.fingerprint import fingerprint
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
-from tracelake.io.staging import settle
+from tracelake.io.staging import Scratch
+from tracelake.run.parsing import settle_parse
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import layout, ports
@@ -34,10 +35,15 @@ HOUR_START = datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()
 MGMT = "M-GigabitEthernet0/0/0"
 
 
+def _settled(spark, item, raw_dir: Path, name: str):
+    """The plan's parse as the bronze step settles it (run.parsing), its rows as parsed."""
+    return settle_parse(spark, item.parser, item.files, load_schema(ports.TABLE), raw_dir / "_staging" / name,
+                        scratch=Scratch(str(raw_dir / "_staging")))
+
+
 def _parse(spark, raw_dir: Path):
     [item] = tables.plan(raw_dir, raw_dir / "_staging")
-    parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
-    return settle(parsed, raw_dir / "_staging" / "parsed.parquet")[0]
+    return _settled(spark, item, raw_dir, "parsed.parquet").rows
 
 
 def _write(raw_dir: Path, folder: str, name: str, lines: list[str], newline: str = "\n", bom: str = "") -> Path:
@@ -351,7 +357,8 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", crlf, newline="\r\n", bom="\ufeff")
     [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
-    fast, held = settle(item.parser(spark, item.files, schema), tmp_path / "_staging" / "fast.parquet")
+    settled = _settled(spark, item, tmp_path, "fast.parquet")
+    fast, held = settled.rows, settled.held
     assert held  # well-formed files (a BOM and CRLF included) take the one pass
     exact = parser.parse_fields(parser._read_lines(spark, item.files, schema), schema)
     contract = [*[c.name for c in schema.data_columns], "source_file", PARSE_ERRORS]
@@ -362,10 +369,10 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
 
 @pytest.mark.portable
 def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spark, tmp_path):
-    """Checked.clean: staging takes the pass's columns as they come. They equal what
+    """FastParse.clean: staging takes the pass's columns as they come. They equal what
     quality.split.staged_form computes for them with the engine (a failed row's floats nulled,
     raw text only where a row failed or was flagged), marker row included."""
-    from tracelake.quality.gate import load_suite
+    from tracelake.quality.gate import load_suite, proofs
     from tracelake.quality.split import row_flags, staged_form
 
     chosen = [(LEAF1, MGMT), (LEAF1, "TwoHundredGigE1/0/16:1")]
@@ -374,11 +381,12 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])  # a blank line: its marker
     [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
-    parsed = item.parser(spark, item.files, schema)
+    parsed = item.parser.parse(spark, item.files, schema, scratch=Scratch(str(tmp_path / "_staging")))
     assert parsed.clean
     flags, by_gx = row_flags(load_suite(ports.TABLE))
-    as_given = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven, clean=True)
-    computed = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven)
+    proven = [rule for rule, column in proofs(load_suite(ports.TABLE), item.parser.name).items() if column is None]
+    as_given = staged_form(parsed.frame, schema, flags, by_gx, proven, clean=True)
+    computed = staged_form(parsed.frame, schema, flags, by_gx, proven)
     assert as_given.columns == computed.columns
     assert_same_rows(as_given, computed)
     markers = as_given.filter(F.size(PARSE_ERRORS) > 0).select("source_file", PARSE_ERRORS, "in_ratio").collect()
@@ -395,8 +403,8 @@ def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark
     for case, bad, reason in (("blank", "", "expected 10 fields, found 1"),
                               ("quote", quoted, "expected 10 fields, found 11")):
         [item] = tables.plan(tmp_path / case, tmp_path / case / "_staging")
-        parsed, held = settle(item.parser(spark, item.files, load_schema(ports.TABLE)),
-                              tmp_path / case / "_staging" / "parsed.parquet")
+        settled = _settled(spark, item, tmp_path / case, "parsed.parquet")
+        parsed, held = settled.rows, settled.held
         assert not held, case  # the file went the exact way
         got = parsed.select("raw_line", PARSE_ERRORS)
         expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]

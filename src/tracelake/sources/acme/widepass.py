@@ -11,7 +11,7 @@ What it checks, and what it does when a check fails: every line has the header's
 1e11 on every line, and every non-empty cell is a finite number pyarrow reads as a double (a
 subset of what the exact parse's cast accepts, to the same value: no space, quote, `nan` or
 `inf`). A file that fails any check yields a marker row (KIND `marker`); what it yielded before
-is dropped with it: utilization.parse_utilization_files parses every file of that file's series
+is dropped with it: utilization.UtilizationParser.remainder parses every file of that file's series
 (cluster, metric) line by line, so every quarantine row and reason is the exact parse's.
 
 Duplicate Time rows need the other files of a series (the monthly files of a metric), which this

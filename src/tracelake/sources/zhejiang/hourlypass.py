@@ -1,14 +1,14 @@
 """The hourly CSVs' fast parse: each file read once with pyarrow inside the engine's task (by path,
 as the port pass reads its files), typed in Arrow and handed over in the staged form (no raw line,
-no raw values: io.staging.Checked's `clean`).
+no raw values: io.staging.FastParse's `clean`).
 
 It takes a file only where every value types exactly as the line-by-line parse (hourly._parse_file)
 would type it: whole integers, plain decimals, the local times of clock.TIME_PATTERN with a valid
 date and clock; every line of the header's field count; UTF-8 with no BOM or stray CR inside; no
 header line repeated; every value of a column that needs one present. Any other file yields one
-marker row (the verdict io.parse.EXACT), and the table is then parsed line by line (hourly.parse_hourly's
+marker row (the verdict io.parse.EXACT), and the table is then parsed line by line (hourly.HourlyParser's
 fallback), so every quarantine row and reason stays that parse's. So does a table where a
-quarantine rule sets a row aside (Checked.holds_unflagged): its quarantine row needs the raw text.
+quarantine rule sets a row aside (FastParse.needs_raw): its quarantine row needs the raw text.
 
 Why: the exact parse costs the engine about 20 µs a line (a split, a trim and a cast per field,
 a regex per local time, the raw values as JSON): 1.7-2.2 s of its CPU for one hour's four files

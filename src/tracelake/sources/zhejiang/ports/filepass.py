@@ -11,13 +11,13 @@ to its column's type and is present, times are epoch milliseconds of the years 2
 ratios are finite, every row names the file's own port and switch, and two rows of one instant
 are the same poll twice (an exact copy is a row of its own with the verdict REPEATED, counted as
 repeated and not kept; a copy with other values is a conflict). A file that fails any
-check yields a single marker row (the verdict EXACT) and no data: parser.parse_port_files parses such
+check yields a single marker row (the verdict EXACT) and no data: parser.PortParser parses such
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
 
 Rates (window.port_rates' rules, vectorised), under silver.zj_port_rates' own column
 names: a file continues from the carried state of its port's hour before (window.carried_state,
-collected by parser.parse_port_files: a few instants per port), so its rates are the window's over
+collected by parser.carried_into_pass: a few instants per port), so its rates are the window's over
 both hours, and its rows can be silver's as they are staged. Two kinds of file cannot be: one
 whose polls overlap the hour before (re-delivered polls must find their twins there, which the
 state does not hold) and a management port whose 32-bit counters wrapped (silver's counts then
@@ -58,10 +58,9 @@ REPEATED_INSTANT = f"{RESERVED_PREFIX}repeated_instant"  # the row's instant is 
 # is, the gate records the suite's rule save_time_matches_utc as passed without its query
 SAVE_TIME_UNPROVEN = f"{RESERVED_PREFIX}save_time_unproven"
 # the row is one silver's critical rule rates_within_line_rate could return (an unknown status, a
-# utilisation outside 0..RATE_BOUND, an interval not above 0): where no staged row is, its gate
-# records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
+# utilisation outside 0..the rule's max_util, an interval not above 0): where no staged row is, its
+# gate records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
 RATE_OUT_OF_BOUNDS = f"{RESERVED_PREFIX}rate_out_of_bounds"
-RATE_BOUND = 1.05  # expectations/silver.zj_port_rates.json, rates_within_line_rate
 # the row's SaveTimeUTC lies outside its CST hour folder: where no row is, the gate records the
 # suite's rule samples_in_hour_folder (a group-by of the hour) as passed without its query
 OUTSIDE_HOUR = f"{RESERVED_PREFIX}outside_hour_folder"
@@ -99,7 +98,7 @@ REPEATED_STRINGS = ("hour_cst", "device_name", "port_name", "folder_device_name"
 DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS else f for f in OUTPUT])
 # what the pass hands over: its rows with their parse problems (io.parse.PARSE_ERRORS), made here
-# in Arrow so that staging evaluates nothing per row (Checked.clean): a marker row's problem
+# in Arrow so that staging evaluates nothing per row (FastParse.clean): a marker row's problem
 # (io.parse.EXACT_REASON) says its file is parsed line by line; every other row has none. Measured
 # on a full generated hour's pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s
 # against 10.2-11.1 s with the problems and the staged form computed by the engine, 18-19 s of its
@@ -188,13 +187,13 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
     return {key: tuple(map(list, zip(*sorted(v)))) for key, v in state.items()}
 
 
-def rates_out_of_bounds(rates: dict[str, np.ndarray]) -> pa.Array:
-    """RATE_OUT_OF_BOUNDS of rows rated by arrays (NaN there is null: a comparison with it
-    returns no row, as in the rule's query)."""
+def rates_out_of_bounds(rates: dict[str, np.ndarray], max_util: float) -> pa.Array:
+    """RATE_OUT_OF_BOUNDS of rows rated by arrays, `max_util` the rule's limit (its suite's
+    meta.limits; NaN there is null: a comparison with it returns no row, as in the rule's query)."""
     status = rates["status"]
     unknown = (status < 0) | (status >= len(STATUSES))
     utils = [rates[name] for name in ("in_util", "out_util")]
-    outside = np.logical_or.reduce([(u > RATE_BOUND) | (u < 0) for u in utils])
+    outside = np.logical_or.reduce([(u > max_util) | (u < 0) for u in utils])
     return pa.array(unknown | outside | (rates["seconds"] <= 0))
 
 
@@ -224,7 +223,7 @@ def _copies(table: pa.Table, ms: np.ndarray) -> np.ndarray | None:
     return same
 
 
-def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None = None) -> pa.Table | None:
+def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None, max_util: float) -> pa.Table | None:
     """The file's rows as the parse contract's typed columns plus the rate columns (continuing
     from `before`, see _rated); an exact copy of a poll is a row of its own, with the verdict REPEATED
     and not rated. None when a poll is delivered twice with different values."""
@@ -238,9 +237,9 @@ def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] 
         return None
     if copies.any():
         kept, repeats = np.nonzero(~copies)[0], np.nonzero(copies)[0]
-        rated = _rated(table.take(kept), ms[kept], lines[kept], file, before)
+        rated = _rated(table.take(kept), ms[kept], lines[kept], file, before, max_util)
         return pa.concat_tables([rated, _copy_rows(table.take(repeats), ms[repeats], lines[repeats], file)])
-    return _rated(table, ms, lines, file, before)
+    return _rated(table, ms, lines, file, before, max_util)
 
 
 def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> dict[str, pa.Array]:
@@ -270,7 +269,7 @@ def outside_hour(ms: np.ndarray, start_ms: np.ndarray) -> np.ndarray:
 
 
 def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
-           before: tuple[list[int], list[int]] | None = None) -> pa.Table:
+           before: tuple[list[int], list[int]] | None, max_util: float) -> pa.Table:
     """The file's rows with their rates; continuing from `before` (state_of's entry for its port)
     unless the file overlaps it or is a wrapped 32-bit port's (then RERATE, rated alone)."""
     counts = [table.column(c).to_numpy() for c in COUNTERS]
@@ -294,7 +293,7 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
         "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
-        RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates),
+        RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates, max_util),
         OUTSIDE_HOUR: pa.array(outside_hour(ms, np.full(n, hour_start_ms(file["hour_cst"])))),
         VERDICT: pa.array(np.full(n, KEPT, np.int8)),
         RERATE: pa.array(np.full(n, rerate)),
@@ -322,17 +321,17 @@ def _marker(file: dict) -> pa.Table:
     return pa.table(row, schema=PASS_OUTPUT)
 
 
-def file_rows(table: pa.Table | None, file: dict, state: dict | None = None) -> pa.Table:
+def file_rows(table: pa.Table | None, file: dict, state: dict | None, max_util: float) -> pa.Table:
     """The pass's rows of one file typed by read_port_file (None: it needs the exact parse)."""
     if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
         return _marker(file)
-    rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])))
+    rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])), max_util)
     return _marker(file) if rows is None else rows
 
 
-def one_file(file: dict, state: dict | None = None) -> pa.Table:
+def one_file(file: dict, state: dict | None, max_util: float) -> pa.Table:
     """The pass's rows of one file, read alone: grouppass's reference."""
-    return file_rows(read_port_file(file["path"]), file, state)
+    return file_rows(read_port_file(file["path"]), file, state, max_util)
 
 
 # files' rows handed to the engine together (at most; portgroup). Sail queues up to 16 batches per

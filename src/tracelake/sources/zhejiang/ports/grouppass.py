@@ -75,7 +75,7 @@ def _with_state(ms: np.ndarray, counts: list[np.ndarray], sizes: np.ndarray, bef
     return (woven(ms, ahead), [woven(c, nonzero) for c in counts], sizes + [len(a) for a in ahead], own)
 
 
-def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: dict) -> pa.Table:
+def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: dict, max_util: float) -> pa.Table:
     """filepass._rated of files that are each in time order with no instant twice, no 32-bit port
     and no overlap with the hour before: their rows (one after another, `counts` each) rated in one go."""
     n, k = table.num_rows, len(files)
@@ -118,7 +118,7 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         "in_util": filepass.nullable(rates["in_util"]), "out_util": filepass.nullable(rates["out_util"]),
         REPEATED_INSTANT: false,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
-        RATE_OUT_OF_BOUNDS: filepass.rates_out_of_bounds(rates),
+        RATE_OUT_OF_BOUNDS: filepass.rates_out_of_bounds(rates, max_util),
         OUTSIDE_HOUR: pa.array(filepass.outside_hour(ms, np.repeat([filepass.hour_start_ms(f["hour_cst"]) for f in files],
                                                                    counts))),
         VERDICT: pa.array(np.full(n, KEPT, np.int8)), RERATE: false,
@@ -126,7 +126,7 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
     return pa.table(columns, schema=PASS_OUTPUT)
 
 
-def one_group(files: list[dict], state: dict | None = None,
+def one_group(files: list[dict], state: dict | None, max_util: float,
               marks: carry.Marks | None = None) -> tuple[list[pa.Table], list[int]]:
     """(the group's tables, the rows each file gave): one table of the files rated together, and
     one per file taken alone. Each file is read and parsed once (filepass.read_port_file). With
@@ -143,7 +143,7 @@ def one_group(files: list[dict], state: dict | None = None,
         if kept:
             counts = np.array([typed[i].num_rows for i in kept], np.int64)
             table = pa.concat_tables([typed[i] for i in kept])
-            tables.append(rated_group(table, counts, [files[i] for i in kept], state))
+            tables.append(rated_group(table, counts, [files[i] for i in kept], state, max_util))
             for i, n in zip(kept, counts):
                 rows[i] = int(n)
             if marks is not None:
@@ -151,19 +151,20 @@ def one_group(files: list[dict], state: dict | None = None,
                                           [table.column(c).to_numpy() for c in COUNTERS], counts,
                                           [(files[i]["folder_device_name"], files[i]["file_port_name"]) for i in kept], marks)
     for i in np.nonzero(alone)[0]:
-        tables.append(filepass.file_rows(typed[i], files[i], state))
+        tables.append(filepass.file_rows(typed[i], files[i], state, max_util))
         rows[i] = tables[-1].num_rows
         if marks is not None:
             carry.marks_of(tables[-1], marks)
     return tables, rows
 
 
-def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None, *, max_util: float,
                 state: dict | None = None, dictionary: bool = False,
                 carry_folder: str | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of filepass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
     at a time, handed over in batches of at most filepass.BATCH_ROWS rows; the files of each group
-    done are told to io.progress. `state`: filepass.state_of the hour before the files' hour. With
+    done are told to io.progress. `max_util`: the limit of silver's rates_within_line_rate (its
+    suite's meta.limits). `state`: filepass.state_of the hour before the files' hour. With
     `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
     REPEATED_STRINGS come as dictionaries. With `carry_folder` (a folder on this machine), the state these
     files leave for the hour after is written there once they are all done (carry)."""
@@ -173,7 +174,7 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
         files = batch.to_pylist()
         for first in range(0, len(files), GROUP_FILES):
             group = files[first:first + GROUP_FILES]
-            tables, rows = one_group(group, state, marks if carry_folder is not None else None)
+            tables, rows = one_group(group, state, max_util, marks if carry_folder is not None else None)
             progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
             paths.extend(f["path"] for f in group)
             table = filepass.with_problems(pa.concat_tables(tables))

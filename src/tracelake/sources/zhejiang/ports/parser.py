@@ -19,7 +19,6 @@ every row), binaryFile + pyarrow in mapInArrow (the bytes through the engine, ~1
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -28,13 +27,14 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from tracelake.api.contract import FastParse, Parser, limits_proven_by
 from tracelake.api.tables import commits_staged, read_tables
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress
 from tracelake.io.frames import takes_dictionary_strings
-from tracelake.io.parse import EXACT, KEPT, PARSE_ERRORS, REPEATED, ROW_ID, VERDICT, split_fields, type_fields, verdict
-from tracelake.io.staging import Checked, Scratch, stage
+from tracelake.io.parse import KEPT, PARSE_ERRORS, REPEATED, ROW_ID, VERDICT, split_fields, type_fields, verdict
+from tracelake.io.staging import Scratch, stage
 from tracelake.io.text import RawFile, check_header, file_size, read_lines
 from tracelake.schema import TableSchema, load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
@@ -96,17 +96,18 @@ def _file_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
     return frame.repartition(min(partitions, len(files)))
 
 
-def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, state: dict | None = None,
-             carry_folder: Path | None = None) -> DataFrame:
+def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, state: dict | None,
+             max_util: float, carry_folder: Path | None = None) -> DataFrame:
     """The parse contract of `files` from filepass, one pass each, with the rate columns it adds
-    (filepass.RATE_COLUMNS, continuing from `state`: filepass.state_of the hour before) and its
+    (filepass.RATE_COLUMNS, continuing from `state`: filepass.state_of the hour before; a rate above
+    `max_util` of line rate marked where silver's rule would find it) and its
     marker rows (the verdict EXACT: files to parse line by line, which carry a parse problem so
     that nothing counts them as rows). With `carry_folder` (a folder on this machine, where the engine's
     tasks run too), the state the files leave for the hour after is written there (carry)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     if carry_folder is not None:
         carry.expect(carry_folder, len(files), sorted({f.constants["hour_cst"] for f in files}))
-    parse = partial(grouppass.parse_files, state=state, dictionary=takes_dictionary_strings(spark),
+    parse = partial(grouppass.parse_files, state=state, max_util=max_util, dictionary=takes_dictionary_strings(spark),
                     carry_folder=None if carry_folder is None else str(carry_folder))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), filepass.OUTPUT_DDL)
     return out.select(
@@ -117,27 +118,6 @@ def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, sta
         filepass.SAVE_TIME_UNPROVEN, filepass.RATE_OUT_OF_BOUNDS, filepass.OUTSIDE_HOUR, VERDICT,
         filepass.RERATE,
     )
-
-
-KEY_RULE = "port_sample_unique"  # expectations/bronze.zj_port_counters.json
-# its quarantine rules the pass checks on every row it yields (filepass._holds: a file with a row
-# naming another port or switch goes line by line), so their flags need no evaluation
-PROVEN_RULES = ("port_matches_file_name", "device_matches_folder")
-RATES_RULE = "rates_within_line_rate"  # expectations/silver.zj_port_rates.json: the pass checks it (filepass.RATE_OUT_OF_BOUNDS)
-SAVE_TIME_RULE = "save_time_matches_utc"  # its warning rule that the pass checks too (filepass.save_time_unproven)
-HOUR_RULE = "samples_in_hour_folder"  # and this one (filepass.outside_hour)
-
-
-def _only_rated(exact: Callable[[list[RawFile]], DataFrame], files: list[RawFile]) -> Callable:
-    """Checked.rest: the staged pass without its marker rows, and the exact parse of the files
-    they name (by their lineage names)."""
-    by_name = {f.name: f for f in files}
-
-    def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
-        marked = sorted(r[0] for r in staged.filter(F.col(VERDICT) == EXACT).select("source_file").collect())
-        log.info("%s: %d file(s) parsed line by line", TABLE, len(marked))
-        return staged.filter(F.col(VERDICT) != EXACT), exact([by_name[name] for name in marked])
-    return rest
 
 
 def state_path(scratch: Scratch, hour_before: str) -> Scratch:
@@ -181,44 +161,42 @@ def carried_into_pass(spark: SparkSession, config: Config | None, hours: list[st
     return filepass.state_of([tuple(r) for r in rows.collect()])
 
 
-def parse_port_files(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
-    config: Config | None = None,
-) -> DataFrame | Checked:
-    """The TableInput parser. With `staging` (an ingest), the one pass: every file read once,
-    checked, typed and rated in Arrow (filepass), continuing from the hour before stored in the
-    lake of `config` (bound by the ingest: api.contract.lake_bound); a file that fails a check is
-    parsed line by line instead (io.text.read_lines, io.parse: each line keeps its value or its
-    reasons, and a file whose header is not the documented one, or that is not UTF-8, is
-    refused, naming it). Without `staging`, the exact parse of every file."""
-    if not files:
-        raise TracelakeError(f"no input files for {schema.full_name}")
+class PortParser(Parser):
+    """The port files' parser. `parse` is the one pass: every file read once, checked, typed and
+    rated in Arrow (filepass, grouppass), continuing from the hour before stored in the lake; the
+    suites say which rules it proves (meta.proven_by "zhejiang.ports": the key's uniqueness, the
+    files' switch and port names, SaveTime against SaveTimeUTC, the hour folder, and silver's
+    rates within line rate, whose limit the pass reads from there). A file that fails a check
+    is a marker row, and is parsed line by line instead (`exact`: io.text.read_lines, io.parse:
+    each line keeps its value or its reasons, and a file whose header is not the documented one,
+    or that is not UTF-8, is refused, naming it)."""
 
-    def exact(chosen: list[RawFile] = files) -> DataFrame:
-        for raw in chosen:
+    name = "zhejiang.ports"
+    needs_lake = True  # the pass continues from the stored hour before
+    needs_scratch = True  # the state of that hour and the carried state are staged there
+
+    def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              scratch: Scratch | None = None) -> DataFrame:
+        if not files:
+            raise TracelakeError(f"no input files for {schema.full_name}")
+        for raw in files:
             check_header(raw, schema)
-        return repeated_polls(parse_fields(_read_lines(spark, chosen, schema), schema))
+        return repeated_polls(parse_fields(_read_lines(spark, files, schema), schema))
 
-    if staging is None:
-        return exact()
-    def holds(staged: DataFrame) -> bool:
-        return not staged.filter(F.col(VERDICT) == EXACT).limit(1).collect()
-    # the suite's key rule, a group-by of the hour, is the pass's own per-file check: one port,
-    # one file an hour, and every row of a file the pass took names that port and switch; the
-    # SaveTime rule's cast of every row's text (0.9-1.0 s of a full hour's gate) is its byte check
-    verified = {KEY_RULE: filepass.REPEATED_INSTANT, SAVE_TIME_RULE: filepass.SAVE_TIME_UNPROVEN,
-                HOUR_RULE: filepass.OUTSIDE_HOUR}
-    hours = sorted({f.constants["hour_cst"] for f in files})
-    scratch = Scratch(str(staging))
-    carry_to = carry_path(scratch) if config is not None and len(hours) == 1 and commits_staged(
-        config, load_schema(TABLE), [tuple(hours)]) else None
-    if not objectstore.is_url(str(scratch)):
-        carry_path(scratch).remove()  # an earlier pass's of this run
-    frame = one_pass(spark, files, schema, carried_into_pass(spark, config, hours, scratch),
-                     None if carry_to is None else carry_to.local())
-    # the rows to rate again staged apart only where silver can then take the others' files (a
-    # write by folders sorts each task's rows on a Spark cluster)
-    apart = config is not None and commits_staged(config, load_schema(RATES_TABLE), [tuple(hours)])
-    return Checked(frame, holds, exact, _only_rated(exact, files), verified, PROVEN_RULES,
-                   apart=filepass.RERATE if apart else None, clean=True)
-
+    def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
+        """The one pass where the run gives a scratch place; the exact parse without one."""
+        if not files or scratch is None:
+            return self.exact(spark, files, schema)
+        hours = sorted({f.constants["hour_cst"] for f in files})
+        carry_to = carry_path(scratch) if lake is not None and len(hours) == 1 and commits_staged(
+            lake, load_schema(TABLE), [tuple(hours)]) else None
+        if not objectstore.is_url(str(scratch)):
+            carry_path(scratch).remove()  # an earlier pass's of this run
+        frame = one_pass(spark, files, schema, carried_into_pass(spark, lake, hours, scratch),
+                         limits_proven_by(RATES_TABLE, self.name)["max_util"],
+                         None if carry_to is None else carry_to.local())
+        # the rows to rate again staged apart only where silver can then take the others' files (a
+        # write by folders sorts each task's rows on a Spark cluster)
+        apart = lake is not None and commits_staged(lake, load_schema(RATES_TABLE), [tuple(hours)])
+        return FastParse(frame, apart=filepass.RERATE if apart else None, clean=True)

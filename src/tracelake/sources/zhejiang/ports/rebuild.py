@@ -14,7 +14,7 @@ from tracelake.io.staging import Scratch, parse_path, stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import hours_to_rebuild, shift_hour
 from tracelake.sources.zhejiang.ports import RATES_TABLE, TABLE, carry, filepass
-from tracelake.sources.zhejiang.ports.parser import RATES_RULE, carry_path, state_path
+from tracelake.sources.zhejiang.ports.parser import PortParser, carry_path, state_path
 from tracelake.sources.zhejiang.ports.window import (
     carried_state,
     first_instants,
@@ -80,7 +80,7 @@ def from_pass(passed: DataFrame, counters: DataFrame, after: dict[str, str], hou
     kept = passed.filter(~apart).select(*columns)
     whole = kept if again is None else kept.unionByName(again.select(*columns))
     files = staged_clean(passed.sparkSession, scratch, TABLE) if alone else None
-    return whole if files is None else StagedBeside(files, again, whole, {RATES_RULE: filepass.RATE_OUT_OF_BOUNDS})
+    return whole if files is None else StagedBeside(files, again, whole, made_by=PortParser.name)
 
 
 def carried(earlier: DataFrame, later_firsts: DataFrame, path: Scratch, staged: Scratch | None = None) -> DataFrame:
