@@ -18,8 +18,8 @@ from tracelake.api.source import Source
 from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config, check_store_url
 from tracelake.delta.catalog import check_writable, register_all
-from tracelake.delta.migrate import rename_all
 from tracelake.delta.lock import lake_write_lock
+from tracelake.delta.migrate import rename_all
 from tracelake.engine import Engine
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress, storestage

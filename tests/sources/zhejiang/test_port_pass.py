@@ -18,8 +18,8 @@ from tracelake.io.parse import EXACT, EXACT_REASON, PARSE_ERRORS, REPEATED, VERD
 from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.ports import RATES_TABLE, filepass, grouppass
 from tracelake.sources.zhejiang.ports.parser import PortParser
+from tracelake.sources.zhejiang.ports.rules import STATUSES
 from tracelake.sources.zhejiang.ports.window import (
-    STATUSES,
     carried_state,
     first_instants,
     port_rates,

@@ -6,7 +6,8 @@ into bronze.zj_port_counters, and from the same pass silver.zj_port_rates.
   parser.py     the parser: the one pass over the hour's files, or the exact line-by-line parse
   filepass.py   the pass over one file: read, checked, typed and rated in Arrow
   grouppass.py  the pass over a group of files at once (filepass's rows, one set of numpy operations)
-  arrays.py     the rate rules over numpy arrays (the pass's)
+  rules.py      the rate rules as data: statuses, thresholds, line rates (read by both below)
+  arrays.py     the rate rules over numpy arrays (the pass's), and the rate columns it hands over
   window.py     the rate rules as Spark windows (the reference, and the rebuild's), the carried state
   carry.py      the carried state an hour's pass leaves for the next hour
   rebuild.py    silver.zj_port_rates's partial rebuild from the pass's staged rows

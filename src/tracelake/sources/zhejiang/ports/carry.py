@@ -37,12 +37,12 @@ from tracelake.delta.staged_files import commits_staged
 from tracelake.io.parse import KEPT, VERDICT
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
+from tracelake.sources.zhejiang.ports.rules import COUNTERS
 
 if TYPE_CHECKING:  # the pass's function imports this module where the engine's tasks run
     from tracelake.config import Config
 
 TABLE = "bronze.zj_port_counters"
-COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
 # per port: [first instant, last instant, first non-zero instant, last non-zero instant] (epoch
 # micros; NONE where the port has no non-zero row)
 NONE = np.iinfo(np.int64).min

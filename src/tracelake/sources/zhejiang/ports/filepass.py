@@ -31,7 +31,6 @@ from functools import cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
@@ -48,9 +47,8 @@ from tracelake.io.parse import (
 )
 from tracelake.schema import RESERVED_PREFIX
 from tracelake.sources.zhejiang.clock import hour_start_utc
-from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, standalone_rates
-from tracelake.sources.zhejiang.ports.window import STATUSES
+from tracelake.sources.zhejiang.ports.arrays import rate_columns, standalone_rates
+from tracelake.sources.zhejiang.ports.rules import STATUSES, is_32bit, line_rate_of
 from tracelake.sources.zhejiang.savetime import save_time_unproven
 
 REPEATED_INSTANT = f"{RESERVED_PREFIX}repeated_instant"  # the row's instant is its file's row before's: a key twice
@@ -106,7 +104,6 @@ PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS e
 PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
 YIELDED = pa.schema([*OUTPUT, PROBLEMS])
 OUTPUT_DDL = arrow_ddl(YIELDED)
-STATUS_NAMES = pa.array(STATUSES, pa.string())
 
 
 HEADER = ",".join(RAW).encode()
@@ -197,10 +194,6 @@ def rates_out_of_bounds(rates: dict[str, np.ndarray], max_util: float) -> pa.Arr
     return pa.array(unknown | outside | (rates["seconds"] <= 0))
 
 
-def nullable(values: np.ndarray) -> pa.Array:
-    return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
-
-
 def _constant(value: str, n: int) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
 
@@ -275,22 +268,15 @@ def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
     counts = [table.column(c).to_numpy() for c in COUNTERS]
     port = file["file_port_name"]
     n = len(ms)
-    wrapped = np.logical_or.reduce([c < 0 for c in counts]) if port == MGMT_PORT else np.zeros(n, bool)
+    wrapped = np.logical_or.reduce([c < 0 for c in counts]) if is_32bit(port) else np.zeros(n, bool)
     overlap = before is not None and len(before[0]) > 0 and n > 0 and ms[0] <= before[0][-1]
     rerate = bool(overlap or wrapped.any())
     rates = standalone_rates(ms, counts, port, before=None if rerate else before)
-    start = rates["start"]
-    bps = line_rate_bps(port)
+    bps = line_rate_of(port)
     columns = {
-        **_typed(table, ms, lines, file),
-        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
-        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
-                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "interval_s": nullable(rates["seconds"]), "dt_s": nullable(rates["dt"] / 1000.0),
+        **_typed(table, ms, lines, file), **rate_columns(rates),
         "counter_wrapped": pa.array(wrapped), "line_rate_bps": pa.nulls(n, pa.int64()) if bps is None
         else pa.array(np.full(n, bps, np.int64)),
-        "in_bytes_per_s": nullable(rates["in_bps"]), "out_bytes_per_s": nullable(rates["out_bps"]),
-        "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
         RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates, max_util),

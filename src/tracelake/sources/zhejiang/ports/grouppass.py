@@ -16,13 +16,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracelake.io import progress
 from tracelake.io.parse import KEPT, VERDICT
-from tracelake.sources.zhejiang.layout import MGMT_PORT
 from tracelake.sources.zhejiang.ports import carry, filepass
-from tracelake.sources.zhejiang.ports.arrays import line_rate_bps, segment_rates
+from tracelake.sources.zhejiang.ports.arrays import rate_columns, segment_rates
 from tracelake.sources.zhejiang.ports.filepass import (
     COUNTERS,
     OUTSIDE_HOUR,
@@ -31,9 +29,9 @@ from tracelake.sources.zhejiang.ports.filepass import (
     REPEATED_INSTANT,
     RERATE,
     SAVE_TIME_UNPROVEN,
-    STATUS_NAMES,
     YIELDED,
 )
+from tracelake.sources.zhejiang.ports.rules import is_32bit, line_rate_of
 from tracelake.sources.zhejiang.savetime import save_time_unproven_files
 
 # files per group: enough to spread the group's Python over many files (measured at this size only,
@@ -48,7 +46,7 @@ def _alone(tables: list[pa.Table], files: list[dict], state: dict) -> np.ndarray
     for i, (table, file) in enumerate(zip(tables, files)):
         ms = table.column("SaveTimeUTC").to_numpy()
         before = state.get((file["folder_device_name"], file["file_port_name"]))
-        alone[i] |= (file["file_port_name"] == MGMT_PORT or bool(np.any(ms[1:] <= ms[:-1]))
+        alone[i] |= (is_32bit(file["file_port_name"]) or bool(np.any(ms[1:] <= ms[:-1]))
                      or bool(before is not None and len(before[0]) and ms[0] <= before[0][-1]))
     return alone
 
@@ -85,13 +83,12 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
     values = [table.column(c).to_numpy() for c in COUNTERS]
     befores = [state.get((f["folder_device_name"], f["file_port_name"])) for f in files]
     series_ms, series_counts, sizes, own = _with_state(ms, values, counts, befores)
-    rates_bps = [line_rate_bps(f["file_port_name"]) for f in files]
+    rates_bps = [line_rate_of(f["file_port_name"]) for f in files]
     rates = segment_rates(series_ms, series_counts, np.repeat(np.arange(k), sizes),
                           np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
                           np.repeat([np.nan if b is None else float(b) for b in rates_bps], sizes))
     if own is not None:
         rates = {name: v[own] for name, v in rates.items()}
-    start = rates["start"]
     bps = np.repeat([0 if b is None else b for b in rates_bps], counts).astype(np.int64)
     no_rate = np.repeat([b is None for b in rates_bps], counts)
     false = pa.array(np.zeros(n, bool))
@@ -108,14 +105,8 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         "file_port_name": _per_file([f["file_port_name"] for f in files], segment),
         "source_file": _per_file([f["source_file"] for f in files], segment),
         "line_number": pa.array(np.arange(n, dtype=np.int64) - np.repeat(starts, counts) + 2),
-        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
-        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
-                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "interval_s": filepass.nullable(rates["seconds"]), "dt_s": filepass.nullable(rates["dt"] / 1000.0),
-        "counter_wrapped": false,
+        **rate_columns(rates), "counter_wrapped": false,
         "line_rate_bps": pa.array(bps, mask=no_rate) if no_rate.any() else pa.array(bps),
-        "in_bytes_per_s": filepass.nullable(rates["in_bps"]), "out_bytes_per_s": filepass.nullable(rates["out_bps"]),
-        "in_util": filepass.nullable(rates["in_util"]), "out_util": filepass.nullable(rates["out_util"]),
         REPEATED_INSTANT: false,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
         RATE_OUT_OF_BOUNDS: filepass.rates_out_of_bounds(rates, max_util),
