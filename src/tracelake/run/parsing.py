@@ -51,12 +51,10 @@ def call_parser(spark: SparkSession, parser: Parser | PlainParser | None, files:
                 lake: Config | None, scratch: Scratch | None) -> DataFrame | FastParse:
     """The parse of `files`: by `parser`, given the lake and the run's scratch where it says it
     needs them; with no parser, delimited text with the schema's raw header."""
-    if parser is None:
-        return parse_delimited(spark, files, schema)
     if isinstance(parser, Parser):
         return parser.parse(spark, files, schema, lake=lake if parser.needs_lake else None,
                             scratch=scratch if parser.needs_scratch else None)
-    return parser(spark, files, schema)
+    return (parser or parse_delimited)(spark, files, schema)
 
 
 def _as_given(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
