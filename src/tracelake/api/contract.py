@@ -1,4 +1,5 @@
-"""What a source hands the kernel: its bronze inputs (TableInput) and its derived tables (Derived).
+"""What a source hands the kernel: its bronze inputs (TableInput, each with its parser) and its
+derived tables (Derived).
 
 A source package (`tracelake.sources.<name>`) exposes `plan(raw_dir, staging) -> list[TableInput]`
 and `DERIVED: list[Derived]`; `ingest` turns each TableInput into one bronze table, `pipeline`
@@ -47,9 +48,9 @@ class Parser:
     `name` (and the column that proves a rule with a query), meta.limits the thresholds its
     checks use (limits_proven_by)."""
 
-    name: ClassVar[str] = ""
-    needs_lake: ClassVar[bool] = False
-    needs_scratch: ClassVar[bool] = False
+    name: ClassVar[str] = ""  # how a suite's meta.proven_by names this parser
+    needs_lake: ClassVar[bool] = False  # parse() is given the Config of the lake ingested into
+    needs_scratch: ClassVar[bool] = False  # parse(), exact() and remainder() are given the run's scratch
 
     def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
               lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:

@@ -94,18 +94,19 @@ def settle_parse(
             return StagedParse(staged, held=True, whole=True, settled=unique_ids)
         return StagedParse(stage(project(parse, ()), path), held=False, whole=False)
     proven = proofs(suite, parser.name)
+    own = scratch if parser.needs_scratch else None
     settled = (*[i for i, column in proven.items() if column is None], *(unique_ids if parse.needs_raw else ()))
     staged = _staged(project(parse.frame, settled, parse.clean), path, parse.apart)
     if staged is not None and _holds(staged, parse, uniques):
         return StagedParse(staged, held=True, whole=True, checked={i: c for i, c in proven.items() if c is not None},
                            settled=settled)
-    if staged is not None and (finished := parser.remainder(spark, staged, files, schema, scratch=scratch)) is not None:
+    if staged is not None and (finished := parser.remainder(spark, staged, files, schema, scratch=own)) is not None:
         good, again = finished
         if again is None:
             return StagedParse(good, held=False, whole=False)
         return StagedParse(good.unionByName(stage(project(again, ()), exact_path(path)), allowMissingColumns=True),
                            held=False, whole=False)
-    return StagedParse(stage(project(parser.exact(spark, files, schema, scratch=scratch), ()), path),
+    return StagedParse(stage(project(parser.exact(spark, files, schema, scratch=own), ()), path),
                        held=False, whole=False)
 
 
