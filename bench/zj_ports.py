@@ -41,22 +41,25 @@ from peak import peak_rss_mb
 os.environ.setdefault("RUST_LOG", "error")
 
 
+from tracelake.api.contract import limits_proven_by  # noqa: E402
 from tracelake.config import load_config  # noqa: E402
 from tracelake.delta import commit as lake  # noqa: E402
 from tracelake.engine import start_engine  # noqa: E402
 from tracelake.run import bronze, derived  # noqa: E402
 from tracelake.run.pipeline import run_ingest  # noqa: E402
 from tracelake.schema import load_schema  # noqa: E402
-from tracelake.sources.zhejiang import ports  # noqa: E402
-from tracelake.sources.zhejiang.ports import TABLE, find_port_files  # noqa: E402
+from tracelake.sources.zhejiang.ports import RATES_TABLE, TABLE, parser  # noqa: E402
+from tracelake.sources.zhejiang.ports.files import find_port_files  # noqa: E402
+from tracelake.sources.zhejiang.ports.parser import PortParser  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+MAX_UTIL = limits_proven_by(RATES_TABLE, PortParser.name)["max_util"]
 COLUMNS = {"SaveTime": "VARCHAR", "SaveTimeUTC": "BIGINT", "DeviceName": "VARCHAR", "PortName": "VARCHAR",
            "InPkts": "BIGINT", "InOctets": "BIGINT", "OutPkts": "BIGINT", "OutOctets": "BIGINT",
            "InRatio": "DOUBLE", "OutRatio": "DOUBLE"}
 # each phase patched where it is called from (the callers import it by name)
-PHASES = {bronze: ("settle", "run_gate", "commit"), derived: ("stage_rows", "run_gate", "commit"),
-          ports: ("parse_port_files",), lake: ("commit_staged",)}
+PHASES = {bronze: ("settle_parse", "run_gate", "commit"), derived: ("stage_rows", "run_gate", "commit"),
+          PortParser: ("parse",), lake: ("commit_staged",)}
 
 DUCKDB = """
 import duckdb, json, sys, time
@@ -201,14 +204,14 @@ def _plain_conversion(spark, files: list[str], work: Path, repeat: int) -> list[
 
 
 def _pass_floor(spark, raw: Path, work: Path, repeat: int) -> list[tuple[float, float]]:
-    """tracelake's one pass -> Parquet (ports.one_pass: each file read, checked, typed and rated),
+    """tracelake's one pass -> Parquet (parser.one_pass: each file read, checked, typed and rated),
     without staging for the gate, quarantine, lineage or Delta: the floor of this design."""
     files = find_port_files(raw)
     schema = load_schema(TABLE)
     runs = []
     for i in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        ports.one_pass(spark, files, schema).write.parquet(str(work / f"pass-{i}.parquet"))
+        parser.one_pass(spark, files, schema, None, MAX_UTIL).write.parquet(str(work / f"pass-{i}.parquet"))
         runs.append((time.perf_counter() - wall, time.process_time() - cpu))
     return runs
 

@@ -47,6 +47,10 @@ COLUMN_KEYS = {"name", "type", "nullable", "unit", "description", "source", "for
                "formerly"}
 TABLE_KEYS = {"table", "layer", "description", "keys", "partition_by", "columns", "raw", "lineage"}
 LINEAGE_FILE = "_lineage.yaml"
+# the names of the columns a run stages beside a table's own (a parse's problems and verdicts, a
+# pass's proofs): staged files can be a table's data files, read by its schema, so no schema may
+# name a column so, and such a column can never be read as a table's value
+RESERVED_PREFIX = "_tl_"
 TABLE_NAME = re.compile(r"([a-z]+)\.([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -175,6 +179,10 @@ def parse_schema(data: dict[str, Any], where: str) -> TableSchema:
     if has_lineage:
         columns += list(lineage_columns())
     names = [c.name for c in columns]
+    reserved = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if reserved:
+        raise TracelakeError(f"{where}: column {reserved[0]}: names starting with {RESERVED_PREFIX} are the run's "
+                             "own staged columns, never a table's")
     if len(set(names)) != len(names):
         raise TracelakeError(f"{where}: duplicate column names")
     reused = sorted({old for c in columns for old in c.formerly} & set(names))

@@ -63,19 +63,19 @@ def test_step_summary_figures():
 
 def test_a_parse_still_running_gets_lines_with_files_done_rows_and_an_eta(engine, tmp_path, monkeypatch):
     from tracelake.app import cli
-    from tracelake.sources.zhejiang import portgroup, portpass
+    from tracelake.sources.zhejiang.ports import filepass, grouppass
 
     ports = [(LEAF1, f"TwoHundredGigE1/0/{n}:1") for n in range(1, 7)]
     write_port_hour(tmp_path / "raw", "2024052400", ports, _load, seed=77)
-    read = portpass.read_port_file
+    read = filepass.read_port_file
 
     def slow(path):  # each file takes 0.2 s: the in-process tasks of the local profile see this
         import time
         time.sleep(0.2)
         return read(path)
 
-    monkeypatch.setattr(portpass, "read_port_file", slow)
-    monkeypatch.setattr(portgroup, "GROUP_FILES", 1)  # a group's files are told when the group is done
+    monkeypatch.setattr(filepass, "read_port_file", slow)
+    monkeypatch.setattr(grouppass, "GROUP_FILES", 1)  # a group's files are told when the group is done
     monkeypatch.setattr(cli, "PLAIN_EVERY_S", (0.1, 0.1))
     done = tracelake_in_process(engine, "ingest", "zhejiang", "--raw", str(tmp_path / "raw"), "--lake", str(tmp_path / "lake"),
                                 "--hours", "2024052400")

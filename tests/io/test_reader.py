@@ -42,7 +42,7 @@ def test_good_and_broken_rows_are_typed_or_explained(spark, tmp_path):
             (None, None, None, "cluster01", "a.tar.gz!cluster01.csv", ["expected 4 fields, found 1"]),
             (job_id(6), 900, 3, "cluster01", "a.tar.gz!cluster01.csv", []),
         ],
-        "job_id string, duration bigint, num_gpu int, cluster string, source_file string, _parse_errors array<string>",
+        f"job_id string, duration bigint, num_gpu int, cluster string, source_file string, {PARSE_ERRORS} array<string>",
     )
     assert_same_rows(got, expected)
     good = parsed.filter(F.size(PARSE_ERRORS) == 0)
@@ -77,5 +77,5 @@ def test_declared_null_spellings_read_as_null(spark, tmp_path):
     got = parsed.select("learning_rate", "run", "target_epoch", PARSE_ERRORS)
     expected = spark.createDataFrame(
         [(1.06e-4, 1, 3.0, []), (0.1, 1, None, []), (0.1, 2, None, ["target_epoch: 'n/a' is not a valid double"])],
-        "learning_rate double, run int, target_epoch double, _parse_errors array<string>")
+        f"learning_rate double, run int, target_epoch double, {PARSE_ERRORS} array<string>")
     assert_same_rows(got, expected)

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from tracelake.io.staging import Footers, Scratch, stage, staged_footers
 
 pytestmark = pytest.mark.portable
-ROWS = "n bigint, flag boolean, copy boolean, _parse_errors array<string>"
+ROWS = "n bigint, flag boolean, copy boolean, verdict tinyint"
 
 
 def _staged(spark, tmp_path, rows, apart=None):
@@ -15,22 +15,22 @@ def _staged(spark, tmp_path, rows, apart=None):
 
 
 def test_clean_rows_are_told_by_the_footers_alone(spark, tmp_path):
-    staged = _staged(spark, tmp_path, [(i, False, False, []) for i in range(5)])
+    staged = _staged(spark, tmp_path, [(i, False, False, 0) for i in range(5)])
     assert staged.count() == 5
-    assert staged_footers(tmp_path / "staged.parquet", ["flag", "copy"], "_parse_errors") == Footers(5, frozenset(), False)
+    assert staged_footers(tmp_path / "staged.parquet", ["flag", "copy"], "verdict") == Footers(5, frozenset(), 0)
 
 
-def test_a_true_flag_and_a_problem_are_seen_as_a_scan_sees_them(spark, tmp_path):
-    rows = [(1, False, False, []), (2, True, False, []), (3, False, None, ["n: bad"]), (4, None, False, [])]
+def test_a_true_flag_and_the_worst_verdict_are_seen_as_a_scan_sees_them(spark, tmp_path):
+    rows = [(1, False, False, 0), (2, True, False, 1), (3, False, None, 3), (4, None, False, 2)]
     staged = _staged(spark, tmp_path, rows, apart="copy")  # two folders, as a pass with rows apart
-    got = staged_footers(tmp_path / "staged.parquet", ["flag"], "_parse_errors")
-    assert got == Footers(4, frozenset({"flag"}), True)
-    scanned = staged.agg(F.count(F.lit(1)), F.max("flag"), F.max(F.size("_parse_errors"))).first()
-    assert (scanned[0], scanned[1], scanned[2] > 0) == (got.rows, "flag" in got.true, got.problems)
+    got = staged_footers(tmp_path / "staged.parquet", ["flag"], "verdict")
+    assert got == Footers(4, frozenset({"flag"}), 3)
+    scanned = staged.agg(F.count(F.lit(1)), F.max("flag"), F.max("verdict")).first()
+    assert (scanned[0], scanned[1], scanned[2]) == (got.rows, "flag" in got.true, got.worst)
 
 
 def test_footers_that_cannot_tell_say_so(spark, tmp_path):
-    _staged(spark, tmp_path, [(1, False, False, [])])
-    assert staged_footers(tmp_path / "staged.parquet", ["no_such_column"], "_parse_errors") is None
-    assert staged_footers(tmp_path / "staged.parquet", ["flag"], "no_such_list") is None
-    assert staged_footers("s3://bucket/staged.parquet", ["flag"], "_parse_errors") is None
+    _staged(spark, tmp_path, [(1, False, False, 0)])
+    assert staged_footers(tmp_path / "staged.parquet", ["no_such_column"], "verdict") is None
+    assert staged_footers(tmp_path / "staged.parquet", ["flag"], "no_such_column") is None
+    assert staged_footers("s3://bucket/staged.parquet", ["flag"], "verdict") is None

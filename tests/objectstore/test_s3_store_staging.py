@@ -84,7 +84,7 @@ def test_archive_members_are_uploaded_under_the_run_prefix(s3_server, s3_env, tm
     prefix = storestage.prefix_for(lake, RUN_ID)
     run = tmp_path / "run"
     planned = _plan(get_source("itp"), raw_url, run, None, in_place=True)
-    placed = _placed(planned, prefix, run, raw_url, Scratch(f"{prefix}/scratch"))
+    placed = _placed(planned, prefix, run, raw_url)
     assert [[f.name for f in i.files] for i in placed] == [[f.name for f in i.files] for i in planned]
     members = [f for item in placed for f in item.files]
     assert len(members) == sum(len(i.files) for i in planned) > 2
@@ -111,11 +111,12 @@ def test_a_transcoded_hourly_file_is_uploaded_and_copies_of_raw_objects_keep_the
     raw_url, lake = in_bucket(s3_server, raw, "stage-zj")
     prefix = storestage.prefix_for(lake, RUN_ID)
     run = tmp_path / "run"
-    scratch = Scratch(f"{prefix}/scratch")
     placed = {i.table: i for i in _placed(_plan(get_source("zhejiang"), raw_url, run, None, in_place=True),
-                                          prefix, run, raw_url, scratch)}
-    # the one pass stages its own scratch (a file that fails a check is parsed again beside it) there
-    assert placed["bronze.zj_port_counters"].parser.keywords["staging"] == scratch
+                                          prefix, run, raw_url)}
+    # the one pass stages its own scratch (a file that fails a check is parsed again beside it) in
+    # the run's, which the kernel hands a parser that says it needs one (run.parsing.call_parser):
+    # under the prefix here (run.pipeline.run_ingest)
+    assert placed["bronze.zj_port_counters"].parser.needs_scratch
     rel = flow.relative_to(raw).as_posix()
     [transcoded] = placed["bronze.zj_flow"].files
     assert (transcoded.name, transcoded.path) == (rel, f"{prefix}/zj_hourly/{rel.replace('/', '__')}")

@@ -104,12 +104,16 @@ def test_a_rule_checked_as_the_files_were_made_is_cleared_only_when_no_row_can_f
     stage(spark.createDataFrame([("a", 1, 700, "r1", False), ("b", 2, 900, "r2", False)], rows), files["clean"])
     stage(spark.createDataFrame([("a", 1, 700, "r1", False), ("b", 2, 1200, "r2", True)], rows), files["flagged"])
     ok, bad = _frame(spark, [("c", 4, 999, "r3")]), _frame(spark, [("c", 4, 1001, "r3")])
-    assert cleared_beside(files["clean"], None, SUITE, {long_jobs: "_long"}) == {long_jobs}
-    assert cleared_beside(files["clean"], ok, SUITE, {long_jobs: "_long"}) == {long_jobs}
-    assert cleared_beside(files["clean"], bad, SUITE, {long_jobs: "_long"}) == set()
-    assert cleared_beside(files["flagged"], None, SUITE, {long_jobs: "_long"}) == set()
-    assert cleared_beside(files["clean"], None, SUITE, {long_jobs: "_no_such_column"}) == set()
-    assert cleared_beside(files["clean"], None, SUITE, {"short_jobs": "_long"}) == set()  # a map rule: not this way
+    def proven(rule: str, column: str) -> dict:  # the suite saying that the parser "p" proves `rule` with `column`
+        return {**SUITE, "expectations": [{**e, "meta": {**e["meta"], "proven_by": {"parser": "p", "column": column}}}
+                                          if expectation_id(e) == rule else e for e in SUITE["expectations"]]}
+    assert cleared_beside(files["clean"], None, proven(long_jobs, "_long"), "p") == {long_jobs}
+    assert cleared_beside(files["clean"], ok, proven(long_jobs, "_long"), "p") == {long_jobs}
+    assert cleared_beside(files["clean"], bad, proven(long_jobs, "_long"), "p") == set()
+    assert cleared_beside(files["flagged"], None, proven(long_jobs, "_long"), "p") == set()
+    assert cleared_beside(files["clean"], None, proven(long_jobs, "_no_such_column"), "p") == set()
+    assert cleared_beside(files["clean"], None, proven(long_jobs, "_long"), "another") == set()  # not its parser
+    assert cleared_beside(files["clean"], None, proven("short_jobs", "_long"), "p") == set()  # a map rule: not this way
     # the gate then records the cleared rule as its query over every row would: passed, nothing found
     every = _frame(spark, [("a", 1, 700, "r1"), ("b", 2, 900, "r2"), ("c", 4, 999, "r3")])
     outcome = run_gate(every, SUITE, "_row_id", cleared={long_jobs})

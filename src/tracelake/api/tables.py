@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from tracelake.config import Config
 from tracelake.delta.catalog import partition_predicate, read_tables
@@ -15,7 +14,7 @@ from tracelake.delta.commit import StagedBeside
 from tracelake.delta.fingerprint import changed_groups
 from tracelake.delta.staged_files import commits_staged
 from tracelake.io import objectstore
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
+from tracelake.io.parse import kept
 from tracelake.io.staging import Scratch, all_kept_mark, apart_folder, exact_path, parse_path
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
@@ -25,12 +24,12 @@ __all__ = ["StagedBeside", "changed_groups", "commits_staged", "partition_predic
 
 
 def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame | None:
-    """The rows of `table` that this run's bronze step parsed, staged and kept (no parse
-    problem, no quarantine rule's flag), with every column the parser added (e.g. values it
-    computed in the same pass); None when the run staged no parse of `table`, or when a rule
-    only GX evaluates may have set rows aside (then only the table itself says what was kept)."""
+    """The rows of `table` that this run's bronze step parsed, staged and kept (io.parse.kept),
+    with every column the parser added (e.g. values it computed in the same pass); None when the
+    run staged no parse of `table`, or when a rule only GX evaluates may have set rows aside (then
+    only the table itself says what was kept)."""
     path = parse_path(scratch, table)
-    flags, by_gx = row_flags(load_suite(table))
+    _, by_gx = row_flags(load_suite(table))
     if by_gx or not path.exists():
         return None
     parts = [spark.read.parquet(str(p)) for p in (path, exact_path(path)) if p.exists()]
@@ -38,33 +37,23 @@ def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame
     if not parts:
         return None
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1], allowMissingColumns=True)
-    kept = F.size(F.col(PARSE_ERRORS)) == 0
-    for name in flags:
-        kept = kept & ~F.col(name)
-    if REPEAT_COPY in rows.columns:  # an exact re-delivery is counted, not kept
-        kept = kept & ~F.coalesce(F.col(REPEAT_COPY), F.lit(False))
-    return rows.filter(kept)
+    return rows.filter(kept())
 
 
 def staged_clean(spark: SparkSession, scratch: Scratch, table: str) -> Scratch | None:
     """The folder of this run's staged parse of `table` that holds the rows a parser did not set
-    apart (io.staging.Checked.apart), when every row there was kept (no parse problem, no rule's
-    flag, no repeated copy) and nothing was parsed line by line beside it: files a derived table
-    can take as they lie. None otherwise, or for a scratch behind a URL."""
+    apart (io.staging.FastParse.apart), when every row there was kept (io.parse.kept) and nothing
+    was parsed line by line beside it: files a derived table can take as they lie. None
+    otherwise, or for a scratch behind a URL."""
     path = parse_path(scratch, table)
     folder = apart_folder(path, False)
-    flags, by_gx = row_flags(load_suite(table))
+    _, by_gx = row_flags(load_suite(table))
     if by_gx or objectstore.is_url(str(path)) or exact_path(path).exists() or not folder.exists():
         return None
     if all_kept_mark(path).exists():  # the bronze step's counts found no row to leave out
         return folder
     rows = spark.read.parquet(str(folder))
-    unkept = F.size(F.col(PARSE_ERRORS)) > 0
-    for name in flags:
-        unkept = unkept | F.col(name)
-    if REPEAT_COPY in rows.columns:
-        unkept = unkept | F.coalesce(F.col(REPEAT_COPY), F.lit(False))
-    return None if rows.filter(unkept).limit(1).collect() else folder
+    return None if rows.filter(~kept()).limit(1).collect() else folder
 
 
 INPUTS_RECORD = "_inputs.json"  # in the lake: each bronze table's last raw folder, and whether it was generated

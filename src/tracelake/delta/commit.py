@@ -17,8 +17,8 @@ count and row fingerprint) is not written again: an identical re-run makes no co
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -120,9 +120,9 @@ class StagedBeside:
     files: Scratch
     rows: DataFrame | None
     whole: DataFrame
-    # unexpected_rows rules the files' rows were checked against as they were made: rule id -> a
-    # boolean column of the files, true on a row the rule's query could return (gate.cleared_beside)
-    verified: Mapping[str, str] = field(default_factory=dict)
+    # the parser whose pass staged the files: the rules its table's suite says it proves, with a
+    # column of the files, are queried over `rows` only (gate.cleared_beside)
+    made_by: str = ""
 
 
 def stage_rows(config: Config, schema: TableSchema, df: DataFrame | StagedBeside, partitions: Sequence[tuple] | None,

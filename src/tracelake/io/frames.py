@@ -19,6 +19,17 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     return frames[0]
 
 
+# the Spark type of each Arrow type a pass yields
+SPARK_TYPES = {pa.string(): "string", pa.int8(): "tinyint", pa.int32(): "int", pa.int64(): "bigint",
+               pa.float64(): "double", pa.bool_(): "boolean", pa.timestamp("us", tz="UTC"): "timestamp",
+               pa.list_(pa.string()): "array<string>"}
+
+
+def arrow_ddl(schema: pa.Schema) -> str:
+    """mapInArrow's output schema, as DDL, for the Arrow schema a pass yields."""
+    return ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in schema)
+
+
 def dictionary_probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function of takes_dictionary_strings' probe: one dictionary-encoded string `s` = 'x'."""
     for _ in batches:

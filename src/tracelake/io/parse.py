@@ -18,15 +18,21 @@ from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
 from tracelake.io.text import HEADER_AGAIN, RawFile, check_header, read_raw_lines
+from tracelake.schema import RESERVED_PREFIX, TableSchema
 from tracelake.schema import Column as ColumnSpec
-from tracelake.schema import TableSchema
 
-ROW_ID = "_row_id"
-PARSE_ERRORS = "_parse_errors"
-# a parser may add this boolean column: true on a row that repeats an earlier row of its file
-# exactly (a re-delivered record). Such a row is counted as repeated: neither kept nor quarantined
-REPEAT_COPY = "_repeat_copy"
-RAW_COLUMNS = ("source_file", "raw_line", "raw_values_json")
+ROW_ID = f"{RESERVED_PREFIX}row_id"
+PARSE_ERRORS = f"{RESERVED_PREFIX}parse_errors"
+# what becomes of each staged row, in one column (a tinyint), completed by quality.split.staged_form:
+# KEPT; FLAGGED (a quarantine rule sets it aside); REPEATED (an exact copy of an earlier row of its
+# file, a re-delivered record: counted as repeated, neither kept nor quarantined); FAILED (it did not
+# parse); EXACT (no row, but a fast pass's marker: its input is parsed line by line instead). A
+# parser may give the column itself, with REPEATED, EXACT or KEPT on each row
+VERDICT = f"{RESERVED_PREFIX}verdict"
+KEPT, FLAGGED, REPEATED, FAILED, EXACT = 0, 1, 2, 3, 4
+EXACT_REASON = "file parsed line by line"  # a fast pass's marker row's problem; never stored
+# a row's raw text as staged (quality.split.staged_form): a quarantine row's raw_line and raw_values_json
+STAGED_RAW_LINE, STAGED_RAW_VALUES = f"{RESERVED_PREFIX}raw_line", f"{RESERVED_PREFIX}raw_values_json"
 COUNT_OK, N_FIELDS = "_count_ok", "_n_fields"  # split_fields: the line has the header's field count; its count
 FLOAT_TYPES = ("double", "float")
 EPOCH_MS = "epoch_ms"  # schema `format` of a timestamp column delivered as Unix epoch milliseconds
@@ -34,6 +40,17 @@ EPOCH_MS_KIND = "epoch time in whole milliseconds of the years 2000-2099"
 # 2000-01-01 .. 2099-12-31: a trace's clock, not any instant a timestamp can hold; so a time in
 # seconds (1716480254 is 1970-01-20 as milliseconds) is refused instead of stored 54 years early
 EPOCH_MS_MIN, EPOCH_MS_MAX = 946_684_800_000, 4_102_444_799_999
+
+
+def verdict(code: int) -> Column:
+    """VERDICT's value `code`, as the column holds it."""
+    return F.lit(code).cast("tinyint")
+
+
+def kept() -> Column:
+    """The one condition of a staged row that a table keeps (VERDICT): the bronze step's counts, the
+    staged parse a derived table reads, and whether its files hold kept rows only."""
+    return F.col(VERDICT) == KEPT
 
 
 # ---------------------------------------------------------------- splitting
@@ -182,8 +199,8 @@ def finish(
     values_first: bool = False, failed_only: bool = False,
 ) -> DataFrame:
     """The parser contract (contract.Parser), written once for every parser: the schema's data
-    columns cast to their types in schema order, source_file, raw_line, raw_values_json, _row_id
-    (source_file plus the `key` columns) and _parse_errors (empty = good row).
+    columns cast to their types in schema order, source_file, raw_line, raw_values_json, ROW_ID
+    (source_file plus the `key` columns) and PARSE_ERRORS (empty = good row).
 
     `values_first` selects the typed values in a projection of their own, for problems that refer
     to them by name (typed_columns(values_first=True)): Spark Connect engines would otherwise
@@ -227,7 +244,7 @@ def type_fields(split: DataFrame, schema: TableSchema, *, lean: bool = False) ->
 def parse_lines(lines: DataFrame, schema: TableSchema) -> DataFrame:
     """Typed schema columns plus raw lineage, a row id, and an array of parse errors per row.
 
-    A row is good when `_parse_errors` is empty. Errors: wrong field count, a value that does not
+    A row is good when PARSE_ERRORS is empty. Errors: wrong field count, a value that does not
     cast to its declared type, an empty value in a non-nullable column (see typed_field).
     """
     return type_fields(split_fields(lines, schema.delimiter, len(schema.raw_header)), schema)

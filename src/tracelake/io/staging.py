@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 from py4j.protocol import Py4JError
@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.io import objectstore
+from tracelake.schema import RESERVED_PREFIX
 
 
 @dataclass(frozen=True)
@@ -58,27 +59,14 @@ class Scratch:
 
 
 @dataclass(frozen=True)
-class Checked:
-    """A fast parse that is trusted only once its stored rows pass a check: ingest stages
-    `frame` and keeps it when `holds(staged)` is true. Otherwise, with `rest`, it keeps what
-    `rest(staged)` says is good and stages the exact parse of the remainder beside it (the
-    common case of one bad file costs that file's exact parse, not the hour's); without `rest`,
-    or when staging the fast parse fails, it parses everything again with `fallback()`."""
+class FastParse:
+    """A fast pass's parse, trusted only once its stored rows are checked (run.parsing.settle_parse).
+    Its fields are data: `frame` is the parser contract with io.parse.VERDICT, EXACT on a row that
+    stands for input to parse line by line instead (the parser's `remainder` says how); the parse
+    holds whole when no staged row is EXACT. Which rules it proves, and with which columns, its
+    table's suite says (meta.proven_by), never the parse."""
 
     frame: DataFrame
-    holds: Callable[[DataFrame], bool]
-    fallback: Callable[[], DataFrame]
-    rest: Callable[[DataFrame], tuple[DataFrame, DataFrame]] | None = None
-    # rules the fast parse checks itself: expectation id -> a boolean column of `frame`, true on
-    # a row the rule's query could return; when the parse held whole and no row is true, the
-    # gate records the rule as passed without running its query
-    verified: Mapping[str, str] = field(default_factory=dict)
-    # quarantine rules (expectation ids) no row of `frame` can fail: the parse checked them on every
-    # row it yields (a file that would fail one goes the exact way), so `frame`'s flags for them
-    # are staged as false without evaluating them (quality.split.staged_form); none of their columns
-    # is missing either, so when the parse held whole the gate takes their figures from the rows
-    # counted, without its scan (quality.gate.run_gate's `settled`)
-    proven: Collection[str] = ()
     # a boolean column of `frame` whose true rows are staged in files of their own (apart_folder):
     # the others' files can then be a derived table's too (e.g. the port pass's rates)
     apart: str | None = None
@@ -88,8 +76,11 @@ class Checked:
     clean: bool = False
     # `frame`'s rows carry no raw line or values, which a quarantine row needs: the parse holds only
     # where no staged row is flagged by a quarantine rule it does not prove, and no key of a
-    # uniqueness rule repeats (quality.unique.unique_after_staging adds both to `holds`)
-    holds_unflagged: bool = False
+    # uniqueness rule repeats (those rules are then proven too)
+    needs_raw: bool = False
+    # False: the parse never holds by itself, its remainder always runs (the AcmeTrace pass: a
+    # repeated Time spans files the pass reads apart)
+    alone: bool = True
 
 
 # what a killed run can leave in a staging folder: a run's own folder (context.Run's run ids) or
@@ -127,30 +118,6 @@ def mark_all_kept(path: str | Path | Scratch) -> None:
         mark.local().mkdir(parents=True, exist_ok=True)
 
 
-def settle(
-    parsed: DataFrame | Checked, path: str | Path | Scratch,
-    project: Callable[..., DataFrame] = lambda f, proven, clean=False: f,
-) -> tuple[DataFrame, bool]:
-    """(the staged rows of `project(parse, proven, clean)`, whether a Checked fast parse held
-    whole): `proven` and `clean` are Checked's for the fast parse's frame, nothing and false for
-    every other. Staging and the check read the same stored rows, so the fast parse costs one
-    pass when it holds."""
-    exact_path(path).remove()  # an earlier batch's, in the same run
-    all_kept_mark(path).remove()
-    if not isinstance(parsed, Checked):
-        return stage(project(parsed, ()), path), False
-    try:
-        staged = stage(project(parsed.frame, parsed.proven, parsed.clean), path, parsed.apart)
-    except ENGINE_ERRORS:  # a fast read that cannot finish is parsed again exactly
-        staged = None
-    if staged is not None and parsed.holds(staged):
-        return staged, True
-    if staged is not None and parsed.rest is not None:
-        good, remainder = parsed.rest(staged)
-        return good.unionByName(stage(project(remainder, ()), exact_path(path)), allowMissingColumns=True), False
-    return stage(project(parsed.fallback(), ()), path), False
-
-
 # what the engine raises when a query fails (Spark Connect, classic Spark, a function's own error
 # reported by either; a store or disk the driver reads): a fast parse that fails so is parsed again
 # exactly. An error of this process's own code (a TypeError, a wrong call) is not caught
@@ -163,34 +130,33 @@ class Footers:
 
     rows: int
     true: frozenset[str]  # the boolean columns asked about that are true on some row
-    problems: bool  # whether some row's list of parse problems holds one
+    worst: int  # the highest value of the integer column asked about (0 with no rows, or none asked)
 
 
-def staged_footers(path: str | Path | Scratch, booleans: Collection[str], problems: str | None) -> Footers | None:
+def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highest: str | None = None) -> Footers | None:
     """The rows of the Parquet files staged at `path`, which of the `booleans` columns is true on
-    some row, and whether the list column `problems` (if named) holds a value on some row: from the files'
-    footers (their row groups' statistics), without a scan. None where the footers cannot tell:
-    a URL, a column missing, a row group without statistics. Measured on a full Zhejiang hour:
-    the scan that counted the same took 0.75 s."""
+    some row, and the highest value of the integer column `highest` (e.g. io.parse.VERDICT): from
+    the files' footers (their row groups' statistics), without a scan. None where the footers
+    cannot tell: a URL, a column missing, a row group without statistics. Measured on a full
+    Zhejiang hour: the scan that counted the same took 0.75 s."""
     if objectstore.is_url(str(path)):
         return None
     import pyarrow.parquet as pq
 
-    rows, true, problem = 0, set(), False
+    rows, true, worst = 0, set(), 0
     for staged in sorted(Path(str(path)).rglob("*.parquet")):
         meta = pq.ParquetFile(staged).metadata
         rows += meta.num_rows
         columns = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
-        leaves = [j for name, j in columns.items() if problems is not None and name.startswith(f"{problems}.")]
-        if len(leaves) != (problems is not None) or any(name not in columns for name in booleans):
+        if any(name not in columns for name in (*booleans, *([highest] if highest else []))):
             return None
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
-            for leaf in leaves:
-                listed = group.column(leaf).statistics
-                if listed is None or not listed.has_null_count:
+            if highest is not None and group.num_rows:
+                stats = group.column(columns[highest]).statistics
+                if stats is None or not stats.has_min_max:
                     return None
-                problem |= listed.num_values > 0  # a reason is a value; an empty list has none
+                worst = max(worst, int(stats.max))
             for name in booleans:
                 stats = group.column(columns[name]).statistics
                 if stats is None:
@@ -200,7 +166,7 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], proble
                         true.add(name)
                 elif stats.num_values:  # values but no min/max: cannot tell
                     return None
-    return Footers(rows, frozenset(true), problem)
+    return Footers(rows, frozenset(true), worst)
 
 
 STAGING_CODEC = "zstd"
@@ -223,7 +189,7 @@ def write_staged(df: DataFrame, path: str | Path | Scratch, mode: str = "overwri
     writer.option("compression", STAGING_CODEC).parquet(str(path))
 
 
-APART = "_staged_apart"  # the folder column of a write with `apart`; its values read back as text
+APART = f"{RESERVED_PREFIX}apart"  # the folder column of a write with `apart`; its values read back as text
 
 
 def apart_folder(path: str | Path | Scratch, value: bool) -> Scratch:

@@ -32,6 +32,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io.staging import Scratch, staged_footers
 from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
+from tracelake.schema import RESERVED_PREFIX
 
 SEVERITIES = ("critical", "quarantine", "warning", "info")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
@@ -102,7 +103,56 @@ def load_suite(full_name: str, suite_dir: Path | None = None) -> dict[str, Any]:
         if ident in seen:
             raise TracelakeError(f"{path}: two expectations share the id '{ident}': set meta.id")
         seen.add(ident)
+        _with_limits(exp, f"{path}: {ident}")
+        _check_proof(exp, f"{path}: {ident}")
     return suite
+
+
+def _with_limits(exp: dict[str, Any], where: str) -> None:
+    """`exp` with its thresholds (meta.limits: name -> number) written into its arguments, where they
+    name them as `{name}`: a threshold is stated once, and a parser that proves the rule reads it
+    there (limits_proven_by)."""
+    limits = (exp.get("meta") or {}).get("limits") or {}
+    kwargs = exp.get("kwargs") or {}
+    for name, value in limits.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TracelakeError(f"{where}: meta.limits.{name} must be a number, got {value!r}")
+        named = [k for k, v in kwargs.items() if isinstance(v, str) and f"{{{name}}}" in v]
+        if not named:
+            raise TracelakeError(f"{where}: meta.limits.{name} is named by none of its arguments as {{{name}}}")
+        for key in named:
+            kwargs[key] = kwargs[key].replace(f"{{{name}}}", repr(value))
+
+
+def _check_proof(exp: dict[str, Any], where: str) -> None:
+    """meta.proven_by names the parser that proves the rule itself, and for a rule with a query
+    the column of its rows true where the query could return the row."""
+    proof = (exp.get("meta") or {}).get("proven_by")
+    if proof is None:
+        return
+    if not isinstance(proof, dict) or not isinstance(proof.get("parser"), str) or set(proof) - {"parser", "column"}:
+        raise TracelakeError(f"{where}: meta.proven_by must be {{\"parser\": name[, \"column\": name]}}, got {proof!r}")
+    column = proof.get("column")
+    if exp["type"] == "unexpected_rows_expectation" and column is None:
+        raise TracelakeError(f"{where}: a rule with a query is proven by a column: meta.proven_by.column")
+    if column is not None and not str(column).startswith(RESERVED_PREFIX):
+        raise TracelakeError(f"{where}: meta.proven_by.column {column!r} must start with {RESERVED_PREFIX}")
+
+
+def proofs(suite: dict[str, Any], parser: str) -> dict[str, str | None]:
+    """The rules of `suite` the parser named `parser` proves (meta.proven_by), by id: the column of
+    its rows true where the rule's query could return the row, or None for a row rule that no row
+    of its fast parse can fail."""
+    return {expectation_id(e): e["meta"]["proven_by"].get("column") for e in suite.get("expectations", [])
+            if parser and (e["meta"].get("proven_by") or {}).get("parser") == parser}
+
+
+def limits_proven_by(suite: dict[str, Any], parser: str) -> dict[str, float]:
+    """The thresholds (meta.limits) of the rules of `suite` that `parser` proves: what its checks
+    must hold the rows to."""
+    chosen = proofs(suite, parser)
+    return {name: value for e in suite.get("expectations", []) if expectation_id(e) in chosen
+            for name, value in (e["meta"].get("limits") or {}).items()}
 
 
 class _GxRunner:
@@ -266,16 +316,17 @@ def _query_rows(df: DataFrame, ident: str, query: str) -> int:
 
 
 def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: dict[str, Any],
-                   verified: Mapping[str, str]) -> set[str]:
-    """The unexpected_rows rules of `verified` (rule id -> a boolean column of the Parquet files
-    at `files`, true on a row the rule's query could return, made with the rows) that no row
-    fails: the files' footers show no row true, and the query returns nothing from `rows` (the
-    rows computed beside the files; None: none). run_gate's `cleared` for a derived table
-    whose rows are mostly files staged earlier in the run, so the rule's query is run over the
-    few rows computed now instead of every row (delta.commit.StagedBeside)."""
+                   parser: str) -> set[str]:
+    """The unexpected_rows rules that the parser named `parser`, which staged the Parquet files at
+    `files`, proves (proofs: a boolean column of the files, true on a row the rule's query could
+    return) and that no row fails: the files' footers show no row true, and the query returns
+    nothing from `rows` (the rows computed beside the files; None: none). run_gate's `cleared`
+    for a derived table whose rows are mostly files staged earlier in the run, so the rule's
+    query is run over the few rows computed now instead of every row (delta.commit.StagedBeside)."""
     by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
-    asked = {i: c for i, c in verified.items() if by_id.get(i, {}).get("type") == "unexpected_rows_expectation"}
-    footers = staged_footers(files, asked.values(), None) if asked else None
+    asked = {i: c for i, c in proofs(suite, parser).items()
+             if c is not None and by_id[i]["type"] == "unexpected_rows_expectation"}
+    footers = staged_footers(files, asked.values()) if asked else None
     if footers is None:
         return set()
     return {ident for ident, column in asked.items() if column not in footers.true
@@ -292,11 +343,11 @@ def run_gate(
     a quarantine rule's id to a column of `df` that already holds its rejects (computed as the
     rows were staged), which is then summed instead of evaluated again. `cleared` names
     unexpected_rows rules the parse already checked for every row and found nothing for
-    (io.staging.Checked.verified): recorded as passed, with the figures their query would give,
+    (meta.proven_by with a column): recorded as passed, with the figures their query would give,
     without running it. `rows` is df's row count where it is known without a scan (the bronze
     step counted it; a staged partition's footers give it). `settled` names map rules the parse
     proved on every row of `df`: none of their columns is missing and none is rejected
-    (io.staging.Checked.proven). With `rows` and every map rule settled (or none), the scan
+    (meta.proven_by without one). With `rows` and every map rule settled (or none), the scan
     for the map rules and the row count is not run."""
     expectations = suite.get("expectations", [])
     by_id = {expectation_id(e): e for e in expectations}

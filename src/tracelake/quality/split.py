@@ -4,14 +4,28 @@ parse, and the reasons each set-aside row carries."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.io.parse import FLOAT_TYPES, PARSE_ERRORS, ROW_ID
+from tracelake.io.parse import (
+    EXACT,
+    FAILED,
+    FLAGGED,
+    FLOAT_TYPES,
+    KEPT,
+    PARSE_ERRORS,
+    REPEATED,
+    ROW_ID,
+    STAGED_RAW_LINE,
+    STAGED_RAW_VALUES,
+    VERDICT,
+    verdict,
+)
 from tracelake.quality.gate import GateOutcome, expectation_id
 from tracelake.quality.rowrules import rejects
-from tracelake.schema import TableSchema
+from tracelake.schema import RESERVED_PREFIX, TableSchema
 
 
 def split_by_gate(
@@ -47,7 +61,7 @@ def row_flags(suite: dict) -> tuple[dict[str, dict], bool]:
         if rejects(exp) is None:
             by_gx = True
         else:
-            flags[f"_q{len(flags)}"] = exp
+            flags[f"{RESERVED_PREFIX}q{len(flags)}"] = exp
     return flags, by_gx
 
 
@@ -71,29 +85,38 @@ def staged_form(parsed: DataFrame, schema: TableSchema, flags: dict[str, dict], 
     failed or were flagged (building them for every row costs more than the parse; a rule GX
     evaluates needs them all, and the row ids). Columns a parser adds beyond the contract (e.g.
     rates computed in the same pass) are staged with the rows, for a derived table to use. The
-    flags of `proven` rules (io.staging.Checked.proven: the parse checked them on every row) are
+    flags of `proven` rules (the suite's meta.proven_by: the parse checked them on every row) are
     false without evaluating them: on a full Zhejiang hour, two pair rules over 11 M rows. A
-    `clean` parse (io.staging.Checked.clean) gives its rows in this form already: a failed row
+    `clean` parse (io.staging.FastParse.clean) gives its rows in this form already: a failed row
     holds no value and no row a raw line or values, so its columns are staged as they come
     (measured on a full Zhejiang hour: the engine's expressions for them cost 1 s of a 10 s
-    staged write)."""
+    staged write). Every column staged beside the table's own carries schema.RESERVED_PREFIX (the raw
+    text too: staged files can be the table's data files). The row's VERDICT (io.parse) is made
+    here, from the verdict the parser gave (a clean parse gives one), its problems and the flags."""
     failed = F.size(F.col(PARSE_ERRORS)) > 0
     flag_cols = [(F.lit(False) if expectation_id(exp) in proven
                   else F.coalesce(rejects(exp, domain=~failed), F.lit(False))).alias(name) for name, exp in flags.items()]
-    bad = failed
-    for name in flags:
-        bad = bad | F.col(name)
-    keep_raw = F.lit(True) if row_ids else bad
+    watched = [F.col(name) for name, exp in flags.items() if expectation_id(exp) not in proven]
+    flagged = reduce(Column.__or__, watched, F.lit(False))
+    keep_raw = F.lit(True) if row_ids else failed | flagged
     data = [c.name for c in schema.data_columns]
     ids = [ROW_ID] if row_ids else []
-    contract = {*data, "source_file", "raw_line", "raw_values_json", ROW_ID, PARSE_ERRORS}
+    contract = {*data, "source_file", "raw_line", "raw_values_json", ROW_ID, PARSE_ERRORS, VERDICT}
     extras = [c for c in parsed.columns if c not in contract]
-    if clean:
-        return parsed.select(*data, "source_file", "raw_line", "raw_values_json", *ids, PARSE_ERRORS, *flag_cols,
-                             *extras)
+    given = F.col(VERDICT) if VERDICT in parsed.columns else verdict(KEPT)
+    if clean:  # the parse's own verdict, a row an unproven rule flags set aside
+        flags_first = parsed.select(*data, "source_file", F.col("raw_line").alias(STAGED_RAW_LINE),
+                                    F.col("raw_values_json").alias(STAGED_RAW_VALUES), *ids, PARSE_ERRORS, *flag_cols,
+                                    given.alias(VERDICT), *extras)
+        if not watched:
+            return flags_first
+        return flags_first.withColumn(VERDICT, F.when((F.col(VERDICT) == KEPT) & flagged, verdict(FLAGGED))
+                                      .otherwise(F.col(VERDICT)))
     values = parsed.select(*_failed_values(schema, failed), "source_file", "raw_line", "raw_values_json", *ids,
-                           PARSE_ERRORS, *extras)
-    flagged = values.select("*", *flag_cols)
-    return flagged.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias("raw_line"),
-                          F.when(keep_raw, F.col("raw_values_json")).alias("raw_values_json"),
-                          *ids, PARSE_ERRORS, *flags, *extras)
+                           PARSE_ERRORS, given.alias(VERDICT), *extras)
+    with_flags = values.select("*", *flag_cols)
+    fate = (F.when(F.col(VERDICT) == EXACT, verdict(EXACT)).when(failed, verdict(FAILED))
+            .when(F.col(VERDICT) == REPEATED, verdict(REPEATED)).when(flagged, verdict(FLAGGED)).otherwise(verdict(KEPT)))
+    return with_flags.select(*data, "source_file", F.when(keep_raw, F.col("raw_line")).alias(STAGED_RAW_LINE),
+                             F.when(keep_raw, F.col("raw_values_json")).alias(STAGED_RAW_VALUES),
+                             *ids, PARSE_ERRORS, *flags, fate.alias(VERDICT), *extras)

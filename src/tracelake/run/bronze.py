@@ -9,27 +9,37 @@ files, so a partition whose every row was set aside is emptied, not left stale).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
-from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.api.contract import lake_bound
+from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
 from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY, ROW_ID, parse_delimited
-from tracelake.io.staging import Checked, Scratch, mark_all_kept, parse_path, settle, staged_footers
+from tracelake.io.parse import (
+    FAILED,
+    FLAGGED,
+    KEPT,
+    PARSE_ERRORS,
+    REPEATED,
+    ROW_ID,
+    STAGED_RAW_LINE,
+    STAGED_RAW_VALUES,
+    VERDICT,
+    kept,
+)
+from tracelake.io.staging import Scratch, mark_all_kept, parse_path, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
-from tracelake.quality.unique import unique_after_staging
 from tracelake.run.context import Run, TableStats, record_results
+from tracelake.run.parsing import settle_parse
 from tracelake.schema import TableSchema, load_schema, quarantine_of
 
 
@@ -58,7 +68,7 @@ class PreparedTable:
     rows_read: int
     parse_failed: int
     known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
-    repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEAT_COPY): neither kept nor set aside
+    repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEATED): neither kept nor set aside
     # where the parse is staged, when its files hold exactly the rows to keep (a fast parse that
     # held whole, no row failed or repeated): the table may then commit those files (_as_staged)
     staged: Scratch | None = None
@@ -66,14 +76,15 @@ class PreparedTable:
 
 def prepare_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
+    parser: Parser | PlainParser | None = None,
 ) -> PreparedTable:
     """Parse and gate one bronze table's files, writing nothing: a run prepares every table
     before it commits the first, so a bad file found late leaves no table of the run half-done.
 
-    `parser` turns the files into the parser contract (contract.Parser); the gate is the same for
-    every source. The parse is stored once, with the quarantine rules' verdicts; counts and the
-    gate read the stored rows. A critical rule raises here, with its results recorded."""
+    `parser` turns the files into the parser contract (api.contract.Parser, or a plain function);
+    the gate is the same for every source. The parse is stored once, with the quarantine rules'
+    verdicts (run.parsing.settle_parse); counts and the gate read the stored rows. A critical rule
+    raises here, with its results recorded."""
     schema = load_schema(table)
     suite = load_suite(table)
     flags, by_gx = row_flags(suite)
@@ -83,46 +94,39 @@ def prepare_table(
     def project(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
         return staged_form(frame, schema, flags, by_gx, proven, clean).select("*", *lineage_of(run))
     try:
-        parse = unique_after_staging((lake_bound(parser, config) or parse_delimited)(spark, files, schema), flags)
-        parsed, held = settle(parse, path, project)
+        settled = settle_parse(spark, parser, files, schema, path, project, lake=config, scratch=run.scratch, suite=suite)
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix
         if (problem := unreadable(files)) is not None:
             raise problem from None
         raise
-    failed = F.size(PARSE_ERRORS) > 0
-    repeat = F.coalesce(F.col(REPEAT_COPY), F.lit(False)) if REPEAT_COPY in parsed.columns else F.lit(False)
-    flagged = reduce(Column.__or__, [F.col(name) for name in flags], F.lit(False))
-    verified = dict(parse.verified) if held and isinstance(parse, Checked) else {}
-    asked = [*flags, *([REPEAT_COPY] if REPEAT_COPY in parsed.columns else []), *verified.values()]
-    footers = staged_footers(path, asked, PARSE_ERRORS) if held else None  # `parsed` is the files at `path`
-    if footers is not None and not footers.problems and not footers.true & {*flags, REPEAT_COPY}:
+    parsed, held, verified = settled.rows, settled.held, dict(settled.checked)
+    fate = F.col(VERDICT)
+    footers = staged_footers(path, verified.values(), VERDICT) if held else None  # `parsed` is the files at `path`
+    if footers is not None and footers.worst == KEPT:
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = footers.rows, 0, 0, footers.rows, 0
         cleared = {ident for ident, column in verified.items() if column not in footers.true}
     else:
         counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
             F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
-                                 for c in (failed, ~failed & ~repeat & flagged, ~failed & ~repeat & ~flagged,
-                                           ~failed & repeat)],
+                                 for c in (fate >= FAILED, fate == FLAGGED, kept(), fate == REPEATED)],
             *[F.coalesce(F.max(F.col(column)), F.lit(False)) for column in verified.values()]).first()
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = (int(v) for v in counts[:5])
         cleared = {ident for ident, seen in zip(verified, counts[5:]) if not seen}
-    whole = held or not isinstance(parse, Checked)  # the parse's rows all lie at `path` (no exact part beside)
     if held and not (parse_failed or rows_flagged or repeated):
         mark_all_kept(path)
-    if repeated:  # re-delivered copies: one of each is kept, the others only counted
-        good = parsed.filter(~failed & ~repeat)
-    else:
-        good = parsed.filter(~failed) if parse_failed else parsed  # no filter to fence when every row parsed
+    # the rows the gate sees: kept or flagged (re-delivered copies are only counted); no filter to
+    # fence when every row parsed and none repeats
+    good = parsed.filter(fate <= FLAGGED) if parse_failed or repeated else parsed
     data_cols = [c.name for c in schema.data_columns]
     gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
-                    cleared=cleared, settled=parse.proven if held and isinstance(parse, Checked) else (),
+                    cleared=cleared, settled=settled.settled,
                     rows=rows_flagged + rows_clean)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if repeated:
-        gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(~failed & repeat))))
+        gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(fate == REPEATED))))
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         names = tuple(r.expectation_id for r in gate.critical_failures)
@@ -132,8 +136,8 @@ def prepare_table(
         )
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
-    return PreparedTable(table, schema, files, good, parsed.filter(failed), gate, rows_read, parse_failed, known,
-                         repeated, path if whole and not parse_failed and not repeated else None)
+    return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
+                         repeated, path if settled.whole and not parse_failed and not repeated else None)
 
 
 def lineage_of(run: Run) -> list[Column]:
@@ -190,13 +194,15 @@ def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepa
     q_schema = quarantine_of(schema)
     lineage = lineage_of(run)
     q_cols = [*q_schema.partition_by, "source_file", "raw_line", "raw_values_json"]
-    quarantine = prepared.bad.select(*q_cols, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
-        set_aside.select(*q_cols, "reasons", *lineage)
+    raw = [*q_schema.partition_by, "source_file", F.col(STAGED_RAW_LINE).alias("raw_line"),
+           F.col(STAGED_RAW_VALUES).alias("raw_values_json")]  # as staged
+    quarantine = prepared.bad.select(*raw, F.col(PARSE_ERRORS).alias("reasons"), *lineage).unionByName(
+        set_aside.select(*raw, "reasons", *lineage)
     )
     names = sorted({name for f in files for name in (f.name, *f.aliases)})
     if partitions is None:
         kept, moved = _split_keys_stored_elsewhere(spark, config, schema, kept, names)
-        quarantine = quarantine.unionByName(moved.select(*q_cols, "reasons", *lineage))
+        quarantine = quarantine.unionByName(moved.select(*raw, "reasons", *lineage))
         set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
     rows = kept.select(*data_cols, "source_file", *lineage)
     unchanged = False  # a merge does not say
@@ -239,7 +245,7 @@ def _split_keys_stored_elsewhere(
 
 def ingest_table(
     spark: SparkSession, config: Config, run: Run, table: str, files: list[RawFile],
-    parser: Callable[[SparkSession, list[RawFile], TableSchema], DataFrame | Checked] | None = None,
+    parser: Parser | PlainParser | None = None,
 ) -> TableStats:
     """Ingest raw files into one bronze table (prepare, then commit)."""
     return commit_table(spark, config, run, prepare_table(spark, config, run, table, files, parser))

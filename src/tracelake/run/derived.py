@@ -28,7 +28,7 @@ def publish_derived(
     staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
     cleared = set()
     if isinstance(df, StagedBeside):  # the rules its files were checked against: queried over its own rows only
-        cleared = cleared_beside(df.files, staged.computed, suite, df.verified)
+        cleared = cleared_beside(df.files, staged.computed, suite, df.made_by)
     gate = run_gate(staged.frame, suite, None, rows=staged.rows, cleared=cleared)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)

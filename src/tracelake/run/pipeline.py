@@ -13,7 +13,7 @@ from contextlib import nullcontext, suppress
 from dataclasses import replace
 from pathlib import Path
 
-from tracelake.api.contract import Derived, Partitions, TableInput, scratch_bound
+from tracelake.api.contract import Derived, Partitions, TableInput
 from tracelake.api.source import Source
 from tracelake.api.tables import INPUTS_RECORD, read_inputs
 from tracelake.config import Config, check_store_url
@@ -138,20 +138,18 @@ def store_staging(engine: Engine, config: Config, run: Run) -> str | None:
     return storestage.prefix_for(config.lake_root, run.run_id)
 
 
-def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path | str,
-            scratch: Scratch) -> list[TableInput]:
+def _placed(inputs: list[TableInput], prefix: str, staging: Path, raw_dir: Path | str) -> list[TableInput]:
     """The plan with its files on this disk at URLs the engine reads (io/storestage.py): a copy
     of a raw object at that object's URL, anything else made or found here uploaded under
-    `prefix`; the files a parser opens in this process (TableInput.driver_reads) stay here. The
-    parsers' own scratch goes to `scratch` (api.contract.scratch_bound)."""
+    `prefix`; the files a parser opens in this process (TableInput.driver_reads) stay here. A
+    parser's own scratch is the run's, there too (Run.scratch, given it by prepare_table)."""
     roots = {staging.absolute(): prefix}
     if isinstance(raw_dir, str):
         roots[(staging / "raw").absolute()] = raw_dir
     else:
         roots[Path(raw_dir).absolute()] = f"{prefix}/raw"
-    placed = [item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots))
-              for item in inputs]
-    return [scratch_bound(item, scratch) for item in placed]
+    return [item if item.driver_reads else replace(item, files=storestage.place(item.files, prefix, roots))
+            for item in inputs]
 
 
 def _note(note: object, **figures: object) -> None:
@@ -246,7 +244,7 @@ def run_ingest(
             with step(f"unpacking {source} inputs"):
                 inputs = _plan(declared, raw_dir, run.staging, hours, engine.reaches_stores(config.lake_root))
                 if prefix is not None:
-                    inputs = _placed(inputs, prefix, run.staging, raw_dir, run.scratch)
+                    inputs = _placed(inputs, prefix, run.staging, raw_dir)
             per_hour, once = split_per_batch(all_derived(), declared.batch_by)
             cut = batches(inputs, declared.batch_by)
             if len(cut) == 1:  # one batch: every derived table in one schedule, each started once what it reads is settled

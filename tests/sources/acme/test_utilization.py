@@ -23,9 +23,11 @@ from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
-from tracelake.io.staging import Checked, parse_path, settle
+from tracelake.io.parse import PARSE_ERRORS, STAGED_RAW_LINE, STAGED_RAW_VALUES
+from tracelake.io.staging import FastParse, Scratch, parse_path
 from tracelake.io.text import RawFile
 from tracelake.quality.split import staged_form
+from tracelake.run.parsing import settle_parse
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.acme import unpivot, utilization, widepass
@@ -44,11 +46,18 @@ def _t(*parts: int) -> datetime:
     return datetime(*parts, tzinfo=UTC)
 
 
-def _staged(spark, parse, staging: Path, table: str):
-    """A parse as an ingest stages it (io.staging.settle with the bronze step's projection: raw
-    text kept for the rows set aside only); a Checked one pass falls back as in an ingest."""
+def _staged(spark, parser, files, staging: Path, table: str):
+    """A parse as an ingest stages it (run.parsing.settle_parse with the bronze step's projection:
+    raw text kept for the rows set aside only); the one pass falls back as in an ingest."""
     schema = load_schema(table)
-    return settle(parse, parse_path(staging, table), lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean))[0]
+    return settle_parse(spark, parser, files, schema, parse_path(staging, table),
+                        lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean),
+                        scratch=Scratch(str(staging)), suite={"expectations": []}).rows
+
+
+def _given(frame):
+    """A parser that hands over `frame` (a parse made already)."""
+    return lambda spark, files, schema: frame
 
 
 def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
@@ -56,16 +65,17 @@ def _parse(spark, raw_dir: Path, table: str, folders: pytest.TempPathFactory):
     folder of the run's own (outside the raw folder, and removed with pytest's old runs)."""
     staging = folders.mktemp("acme-parse")
     [item] = [i for i in plan(raw_dir, staging) if i.table == table]
-    return _staged(spark, item.parser(spark, item.files, load_schema(table)), staging, table)
+    return _staged(spark, item.parser, item.files, staging, table)
 
 
 def _good(frame, columns: list[str]):
-    return frame.filter(F.size("_parse_errors") == 0).select(*columns)
+    return frame.filter(F.size(PARSE_ERRORS) == 0).select(*columns)
 
 
 def _bad(frame):
-    return frame.filter(F.size("_parse_errors") > 0).select(
-        "source_file", "raw_line", "raw_values_json", F.col("_parse_errors").alias("reasons"))
+    return frame.filter(F.size(PARSE_ERRORS) > 0).select(
+        "source_file", F.col(STAGED_RAW_LINE).alias("raw_line"), F.col(STAGED_RAW_VALUES).alias("raw_values_json"),
+        F.col(PARSE_ERRORS).alias("reasons"))
 
 
 def reference_cells(raw_dir: Path) -> dict:
@@ -255,7 +265,7 @@ def test_generated_month_keeps_one_row_per_distinct_cell(spark, month, tmp_path_
 
     parsed = _parse(spark, month, UTIL, tmp_path_factory)
     good = _good(parsed, UTIL_KEYS)
-    reasons = parsed.filter(F.size("_parse_errors") > 0).groupBy(F.col("_parse_errors")[0].alias("r")).count()
+    reasons = parsed.filter(F.size(PARSE_ERRORS) > 0).groupBy(F.col(PARSE_ERRORS)[0].alias("r")).count()
     assert parsed.count() == cells
     assert good.count() == good.distinct().count() == distinct
     assert [tuple(r) for r in reasons.collect()] == [("duplicate Time row", cells - distinct)]
@@ -278,7 +288,7 @@ def test_parse_staged_one_file_at_a_time_equals_the_one_plan_parse(spark, month,
     exact = {UTIL: utilization.parse_utilization, POWER: utilization.parse_power}  # the ingest's utilization parser is the one pass
     for item in plan(month, tmp_path):
         staged = exact[item.table](spark, item.files, load_schema(item.table), staging=tmp_path)
-        assert_same_rows(_staged(spark, staged, tmp_path / "settled", item.table), one_plan[item.table])
+        assert_same_rows(_staged(spark, _given(staged), [], tmp_path / "settled", item.table), one_plan[item.table])
     assert len(list(tmp_path.glob("acme-cells-*/cells"))) == 2  # both tables went the staged way
     assert len(list(tmp_path.glob("acme-cells-*/ranked"))) == 2  # both have duplicates to rank
 
@@ -298,10 +308,10 @@ def test_generator_is_deterministic_and_scales(tmp_path, month):
 def _pass_and_exact(spark, raw_dir: Path, tmp_path: Path):
     [item] = [i for i in plan(raw_dir, tmp_path / "pass") if i.table == UTIL]
     schema = load_schema(UTIL)
-    fast = item.parser(spark, item.files, schema)
-    assert isinstance(fast, Checked)
+    assert isinstance(item.parser.parse(spark, item.files, schema, scratch=Scratch(str(tmp_path / "pass"))), FastParse)
     exact = utilization.parse_utilization(spark, item.files, schema)
-    return _staged(spark, fast, tmp_path / "pass", UTIL), _staged(spark, exact, tmp_path / "exact", UTIL)
+    return (_staged(spark, item.parser, item.files, tmp_path / "pass", UTIL),
+            _staged(spark, _given(exact), [], tmp_path / "exact", UTIL))
 
 
 @pytest.mark.e2e  # ten seconds or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
@@ -313,7 +323,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     fast, exact = _pass_and_exact(spark, month, tmp_path)
     assert_same_rows(fast, exact)
     cells, distinct = reference_cells(month)[UTIL]
-    assert (fast.count(), fast.filter(F.size("_parse_errors") == 0).count()) == (cells, distinct)
+    assert (fast.count(), fast.filter(F.size(PARSE_ERRORS) == 0).count()) == (cells, distinct)
     assert list(tmp_path.glob("pass/acme-repeats-*/ranked"))  # the repeated lines went the exact way
     assert not list(tmp_path.glob("pass/acme-cells-*"))  # and no file was parsed exactly whole
 
@@ -335,7 +345,7 @@ def test_one_pass_sends_a_series_with_a_bad_cell_to_the_exact_parse(spark, month
     path.write_text("\n".join(lines) + "\n")
     fast, exact = _pass_and_exact(spark, raw, tmp_path)
     assert_same_rows(fast, exact)
-    reasons = {r[0] for r in fast.filter(F.size("_parse_errors") > 0).select(F.col("_parse_errors")[0]).collect()}
+    reasons = {r[0] for r in fast.filter(F.size(PARSE_ERRORS) > 0).select(F.col(PARSE_ERRORS)[0]).collect()}
     assert {"duplicate Time row", "value: 'inf' is not a finite number",
             f"expected {len(fields)} fields, found {len(fields) - 1}"} <= reasons
     assert len(list(tmp_path.glob("pass/acme-cells-*"))) == 0  # one group: the exact parse in one plan

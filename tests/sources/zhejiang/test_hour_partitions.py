@@ -20,6 +20,8 @@ from same_rows import assert_same_rows
 from tracelake.delta import commit as lake
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
+from tracelake.io.parse import PARSE_ERRORS
+from tracelake.io.staging import Scratch
 from tracelake.run import pipeline
 from tracelake.run.context import Run
 from tracelake.run.derived import publish_derived
@@ -28,9 +30,11 @@ from tracelake.run.settled import RECORD, code_digest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import ports
 from tracelake.sources.zhejiang.clock import shift_hour
+from tracelake.sources.zhejiang.ports import parser, rebuild
+from tracelake.sources.zhejiang.ports.files import find_port_files
+from tracelake.sources.zhejiang.ports.window import port_rates
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
 from tracelake.sources.zhejiang.transforms.hourly import nic_rates as hourly_nic_rates
-from tracelake.sources.zhejiang.transforms.ports import port_rates
 
 HOURS = ("2024052400", "2024052401", "2024052402")
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
@@ -254,8 +258,8 @@ def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine,
     assert sorted(stored.columns) == sorted(c.name for c in schema.columns)
     import pyarrow.parquet as pq
     extra = set(pq.read_schema(str(Path(path) / added[0]["path"])).names) - set(stored.columns)
-    assert {"status", "in_bytes_per_s", "_parse_errors"} <= extra
-    exact = ports.parse_port_files(spark, ports.find_port_files(raw), schema)
+    assert {"status", "in_bytes_per_s", PARSE_ERRORS} <= extra
+    exact = parser.PortParser().exact(spark, find_port_files(raw), schema)
     data = [c.name for c in schema.data_columns]
     assert_same_rows(stored.select(*data, "source_file"), exact.select(*data, "source_file"))
     lineage = stored.select("ingest_run_id", "ingest_ts").distinct().collect()
@@ -270,11 +274,12 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
     silver rows are staged with its counters: silver.zj_port_rates commits the same files as
     bronze.zj_port_counters (one inode, two tables), except for the ports the pass set apart
     (a management port whose 32-bit counters wrapped), whose rows are computed again, from the
-    state the pass staged. That state is the one the first hour's own pass left (portcarry): the
+    state the pass staged. That state is the one the first hour's own pass left (carry): the
     hour before is not scanned at all. Both hours equal the window over both."""
     scans = []
-    original = ports.carried_state
-    monkeypatch.setattr(ports, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
+    original = parser.carried_state
+    for module in (parser, rebuild):  # the pass's state and the rates' rebuild each scan through it
+        monkeypatch.setattr(module, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
     for hour, seed in zip(HOURS[:2], (60, 63)):  # seed 63: the management port's counter wraps in the second hour
         scans.clear()
         run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, hour, seed=seed, level=0.9)))
@@ -301,18 +306,18 @@ def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, s
 
 
 def test_the_pass_stages_rows_apart_only_where_silver_can_take_the_other_files(spark, config, tmp_path):
-    """Staging by folders (io.staging.Checked.apart) sorts each task's rows on a Spark cluster:
+    """Staging by folders (io.staging.FastParse.apart) sorts each task's rows on a Spark cluster:
     the pass asks for it only where the rates can then commit the other folder's files (the
     local profile, one hour), and not without a lake to continue from."""
-    from tracelake.sources.zhejiang import portpass
-    files = ports.find_port_files(_hour(tmp_path, HOURS[0], seed=5))
+    from tracelake.sources.zhejiang.ports import filepass
+    files = find_port_files(_hour(tmp_path, HOURS[0], seed=5))
     schema = load_schema(ports.TABLE)
 
     def apart(cfg, chosen=files):
-        return ports.parse_port_files(spark, chosen, schema, staging=tmp_path / "s", config=cfg).apart
-    two = files + ports.find_port_files(_hour(tmp_path, HOURS[1], seed=6))
+        return parser.PortParser().parse(spark, chosen, schema, lake=cfg, scratch=Scratch(str(tmp_path / "s"))).apart
+    two = files + find_port_files(_hour(tmp_path, HOURS[1], seed=6))
     assert [apart(config), apart(replace(config, profile="connect")), apart(config, two), apart(None)] == \
-        [portpass.RERATE, None, None, None]
+        [filepass.RERATE, None, None, None]
 
 
 @pytest.mark.delta_io

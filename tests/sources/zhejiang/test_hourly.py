@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
 from tracelake.errors import TracelakeError
+from tracelake.io.parse import PARSE_ERRORS
 from tracelake.run.bronze import ingest_table
 from tracelake.run.context import Run
 from tracelake.run.derived import rebuild_derived
@@ -37,8 +38,8 @@ def _naive(dt: datetime) -> datetime:
 
 
 def _parse(spark, raw_dir: Path, staging: Path) -> dict:
-    """The exact parse (line by line) of every table (an ingest's plan binds the fast one)."""
-    return {item.table: item.parser(spark, item.files, load_schema(item.table), fast=False)
+    """The exact parse (line by line) of every table (an ingest takes the fast one first)."""
+    return {item.table: item.parser.exact(spark, item.files, load_schema(item.table))
             for item in hourly.plan(raw_dir, staging)}
 
 
@@ -91,13 +92,13 @@ def test_fixture_rows_parse_or_carry_their_reasons(spark, tmp_path):
     frames = _parse(spark, FIXTURE, tmp_path)
     assert sorted(frames) == ["bronze.zj_flow", "bronze.zj_link", "bronze.zj_nic", "bronze.zj_port_minute"]
     flow = frames["bronze.zj_flow"]
-    errors = flow.filter(F.size("_parse_errors") > 0).select(F.col("time"), "_parse_errors")
+    errors = flow.filter(F.size(PARSE_ERRORS) > 0).select(F.col("time"), PARSE_ERRORS)
     assert_same_rows(errors, spark.createDataFrame([
         (None, ["expected 14 fields, found 9"]),
         (datetime(2024, 5, 24, 4, 3), ["rtt_ns: 'fast' is not a valid bigint"]),
         (None, ["time: '2024/5/24 上午13:04:00' is not a valid timestamp"]),
         (datetime(2024, 5, 24, 4, 5), ["dest_ip: missing value"]),
-    ], "time timestamp, _parse_errors array<string>"))
+    ], f"time timestamp, {PARSE_ERRORS} array<string>"))
     padded = flow.filter(F.col("source_qp") == 9663).first()  # every field was padded
     assert (padded.source_server, padded.time, padded.rtt_ns, padded.nak_pkts) == (
         "NH-DC-NM129-B01-28U-GPU-31", datetime(2024, 5, 24, 4, 59), 6001, 2)
@@ -106,7 +107,7 @@ def test_fixture_rows_parse_or_carry_their_reasons(spark, tmp_path):
     assert [r.save_time for r in nic] == [datetime(2024, 5, 24, 4, 0, 4), datetime(2024, 5, 24, 4, 1, 5),
                                           datetime(2024, 5, 24, 4, 2, 4)]
     assert (nic[0].ip, nic[0].port_name, nic[0].received_packets_by_unicast) == ("10.107.254.31", "mlx5_2", 496472930239.0)
-    assert nic[0].received_bytes == 1.826184052268872e16 and not any(r._parse_errors for r in nic)
+    assert nic[0].received_bytes == 1.826184052268872e16 and not any(r[PARSE_ERRORS] for r in nic)
     link = frames["bronze.zj_link"].orderBy("device_name", "if_abbreviated_name").collect()
     assert [(r.dst_port, r.ecn_marked_count, r.out_brdcast_pkts, r.out_brdcast_pkts_2) for r in link] == [
         (None, 0, 0, 0), ("FourHundredGigE1/0/8", 12, 0, 0), ("FourHundredGigE1/0/58", 0, 21701613, 0)]
@@ -189,7 +190,7 @@ def test_generated_hours_round_trip_to_the_generators_instants(spark, cluster, t
         lines = sum(len((tmp_path / "raw" / "trafficinfo" / h / f"{h}_{table.split('_')[1]}.csv")
                         .read_text(encoding="utf-8-sig").splitlines()) - 1 for h in hours)
         assert df.count() == lines > 0, table
-        assert df.filter(F.size("_parse_errors") > 0).count() == 0, table
+        assert df.filter(F.size(PARSE_ERRORS) > 0).count() == 0, table
         got = {r[0] for r in df.select(col).distinct().collect()}
         assert got == {m + timedelta(seconds=shift) for m in minutes}, table
     nic = frames["bronze.zj_nic"].select(
@@ -217,7 +218,7 @@ def test_xlsx_hour_reads_like_the_csv_hour(spark, cluster, tmp_path):
     from_csv = _parse(spark, tmp_path / "csv", tmp_path / "s1")
     from_xlsx = _parse(spark, tmp_path / "xlsx", tmp_path / "s2")
     for table, df in from_xlsx.items():
-        assert df.filter(F.size("_parse_errors") > 0).count() == 0
+        assert df.filter(F.size(PARSE_ERRORS) > 0).count() == 0
         assert df.first().source_file.startswith("trafficinfo/2024052400/2024052400.xlsx!")
         cols = [c.name for c in load_schema(table).data_columns]
         assert_same_rows(df.select(*cols), from_csv[table].select(*cols))

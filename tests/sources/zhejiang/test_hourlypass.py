@@ -12,11 +12,11 @@ from pyspark.sql import functions as F
 from same_rows import same_rows
 
 from tracelake.io.parse import PARSE_ERRORS
-from tracelake.io.staging import Checked, settle
+from tracelake.io.staging import FastParse
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags, staged_form
-from tracelake.quality.unique import unique_after_staging
+from tracelake.run.parsing import settle_parse
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import hourly, hourlypass
 from tracelake.sources.zhejiang.synth.cluster import load_cluster
@@ -31,11 +31,11 @@ def _values(frame, schema):
     return frame.select(*[c.name for c in schema.data_columns], "source_file")
 
 
-def _staged(spark, parse, table: str, path: Path):
-    schema = load_schema(table)
-    flags, by_gx = row_flags(load_suite(table))
-    return settle(unique_after_staging(parse, flags), path,
-                  lambda frame, proven, clean=False: staged_form(frame, schema, flags, by_gx, proven, clean))
+def _staged(spark, item, path: Path):
+    schema = load_schema(item.table)
+    flags, by_gx = row_flags(load_suite(item.table))
+    return settle_parse(spark, item.parser, item.files, schema, path,
+                        lambda frame, proven, clean=False: staged_form(frame, schema, flags, by_gx, proven, clean))
 
 
 @pytest.mark.e2e  # a minute or more: in `bash dev e2e`, so `bash dev test` stays within 12 minutes
@@ -53,11 +53,11 @@ def test_fast_parse_of_generated_hours_equals_the_exact_parse_row_for_row(spark,
     assert sorted(i.table for i in items) == ["bronze.zj_flow", "bronze.zj_link", "bronze.zj_nic", "bronze.zj_port_minute"]
     for item in items:
         schema = load_schema(item.table)
-        fast = item.parser(spark, item.files, schema)
-        assert isinstance(fast, Checked)
-        staged, held = _staged(spark, fast, item.table, tmp_path / "fast" / item.table)
+        assert isinstance(item.parser.parse(spark, item.files, schema), FastParse)
+        settled = _staged(spark, item, tmp_path / "fast" / item.table)
+        staged, held = settled.rows, settled.held
         assert held, item.table
-        exact = item.parser(spark, item.files, schema, fast=False)
+        exact = item.parser.exact(spark, item.files, schema)
         got, want = _values(staged, schema).toArrow(), _values(exact, schema).toArrow()
         assert want.num_rows > 100, item.table
         assert same_rows(got, want, rtol=0, atol=0), item.table
@@ -120,7 +120,7 @@ def test_each_value_the_fast_parse_types_is_the_exact_parses_and_the_rest_go_lin
         assert (f"10.0.0.{n}" in fast) == typed, (column, text)
     path = tmp_path / "2024052412_link.csv"
     path.write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
-    exact = hourly.parse_hourly(spark, [RawFile(str(path), "f", {"hour_cst": "2024052412"})], schema)
+    exact = hourly.HourlyParser().exact(spark, [RawFile(str(path), "f", {"hour_cst": "2024052412"})], schema)
     rows = {r.ip: r for r in exact.select(*names, PARSE_ERRORS).collect()}
     assert len(rows) == len(VARIANTS)
     for ip, values in fast.items():

@@ -1,4 +1,4 @@
-"""The carried state an hour's one pass leaves for the next hour (portcarry): it is exactly
+"""The carried state an hour's one pass leaves for the next hour (carry): it is exactly
 carried_state of the stored hour, the next hour uses it instead of scanning that hour, and it is
 never used once the hour's partition holds other files."""
 
@@ -12,17 +12,16 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import EXACT, KEPT, REPEATED, VERDICT
 from tracelake.run.pipeline import run_ingest
-from tracelake.sources.zhejiang import portcarry, ports
-from tracelake.sources.zhejiang.portpass import EXACT
+from tracelake.sources.zhejiang.ports import TABLE, carry, parser, rebuild
+from tracelake.sources.zhejiang.ports.window import carried_state, port_rates
 from tracelake.sources.zhejiang.synth.ports import write_port_hour
-from tracelake.sources.zhejiang.transforms.ports import carried_state, port_rates
 
 HOURS = ("2024052400", "2024052401")
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
 CHOSEN = [(LEAF1, "TwoHundredGigE1/0/1:1"), (LEAF1, "TwoHundredGigE1/0/2:1"), (LEAF1, "M-GigabitEthernet0/0/0")]
-COLUMNS = ["hour_cst", "device_name", "port_name", "save_time_utc", *portcarry.COUNTERS]
+COLUMNS = ["hour_cst", "device_name", "port_name", "save_time_utc", *carry.COUNTERS]
 
 
 def _hour(root, hour, seed):
@@ -60,12 +59,12 @@ def test_the_marks_of_the_pass_rows_give_carried_state_exactly(spark):
         return pa.table({"device_name": pa.array([r[0] for r in part]).dictionary_encode(),
                          "port_name": pa.array([r[1] for r in part]),
                          "save_time_utc": pa.array([r[2] for r in part], pa.timestamp("us", tz="UTC")),
-                         **{c: pa.array([r[3] for r in part], pa.int64()) for c in portcarry.COUNTERS},
-                         REPEAT_COPY: pa.array([r[4] for r in part]), EXACT: pa.array([r[5] for r in part])})
-    marks: portcarry.Marks = {}
+                         **{c: pa.array([r[3] for r in part], pa.int64()) for c in carry.COUNTERS},
+                         VERDICT: pa.array([EXACT if r[5] else REPEATED if r[4] else KEPT for r in part], pa.int8())})
+    marks: carry.Marks = {}
     for part in (rows, later):
-        portcarry.marks_of(pass_table(part), marks)
-    got = _state_rows(portcarry.state_table(marks, HOURS[0]))
+        carry.marks_of(pass_table(part), marks)
+    got = _state_rows(carry.state_table(marks, HOURS[0]))
 
     kept = [(HOURS[0], r[0], r[1], r[2], *[r[3]] * 4) for r in rows + later if not (r[4] or r[5])]
     frame = spark.createDataFrame(kept, "hour_cst string, device_name string, port_name string, save_time_utc timestamp, "
@@ -88,7 +87,7 @@ def test_an_hour_leaves_its_carried_state_and_the_next_hour_reads_no_row_of_it(e
     for old in ("2024052222", "2024052300"):  # 26 and 24 hours before the first hour
         (store / f"{old}.parquet").write_bytes(b"")
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[0], seed=63)))
-    left = portcarry.left_for(config, HOURS[0])
+    left = carry.left_for(config, HOURS[0])
     assert left is not None
     assert sorted(p.name for p in store.iterdir()) == ["2024052300.parquet", f"{HOURS[0]}.parquet"]
     stored = carried_state(_bronze(spark, config).filter(F.col("hour_cst") == HOURS[0])).select(
@@ -97,8 +96,9 @@ def test_an_hour_leaves_its_carried_state_and_the_next_hour_reads_no_row_of_it(e
     assert ours == sorted(tuple(r) for r in stored) and len(ours) >= len(CHOSEN)
 
     scans = []
-    original = ports.carried_state
-    monkeypatch.setattr(ports, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
+    original = parser.carried_state
+    for module in (parser, rebuild):  # the pass's state and the rates' rebuild each scan through it
+        monkeypatch.setattr(module, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[1], seed=64)))
     assert scans == []
     rates = spark.read.format("delta").load(config.table_path("silver", "zj_port_rates"))
@@ -113,17 +113,18 @@ def test_a_state_is_not_used_once_its_hour_holds_other_files(engine, spark, conf
     window over both."""
     raw = _hour(tmp_path, HOURS[0], seed=63)
     run_ingest(engine, config, "zhejiang", str(raw))
-    assert portcarry.left_for(config, HOURS[0]) is not None
+    assert carry.left_for(config, HOURS[0]) is not None
     changed = sorted(raw.rglob("*.csv"))[0]
     lines = changed.read_text(encoding="utf-8").splitlines()
     changed.write_text("\n".join(lines[:-1]) + "\nnot,a,poll\n", encoding="utf-8")  # its last poll gone, a bad line
-    [stats] = [s for s in run_ingest(engine, config, "zhejiang", str(raw)) if s.table == ports.TABLE]
+    [stats] = [s for s in run_ingest(engine, config, "zhejiang", str(raw)) if s.table == TABLE]
     assert (stats.rows_quarantined, stats.rows_kept) == (1, stats.rows_read - 1)
-    assert portcarry.left_for(config, HOURS[0]) is None
+    assert carry.left_for(config, HOURS[0]) is None
 
     scans = []
-    original = ports.carried_state
-    monkeypatch.setattr(ports, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
+    original = parser.carried_state
+    for module in (parser, rebuild):  # the pass's state and the rates' rebuild each scan through it
+        monkeypatch.setattr(module, "carried_state", lambda earlier, firsts=None: scans.append(firsts) or original(earlier, firsts))
     run_ingest(engine, config, "zhejiang", str(_hour(tmp_path, HOURS[1], seed=64)))
     assert scans[:1] == [None]  # the stored hour scanned for its state, as before
     rates = spark.read.format("delta").load(config.table_path("silver", "zj_port_rates"))

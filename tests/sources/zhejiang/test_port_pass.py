@@ -1,5 +1,5 @@
-"""The one pass (portpass) against the window rates it replaces on the ingest path
-(transforms/ports.port_rates, kept as the reference): row for row, on random series built to
+"""The one pass (filepass) against the window rates it replaces on the ingest path
+(ports/window.port_rates, kept as the reference): row for row, on random series built to
 hit every status, across an hour boundary with the carried state, and on real files."""
 
 from __future__ import annotations
@@ -12,11 +12,14 @@ import pytest
 from pyspark.sql import functions as F
 from same_rows import assert_same_rows
 
-from tracelake.io.parse import PARSE_ERRORS, REPEAT_COPY
-from tracelake.sources.zhejiang import portgroup, portpass
+from tracelake.api.contract import limits_proven_by
+from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import EXACT, EXACT_REASON, PARSE_ERRORS, REPEATED, VERDICT
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.transforms.ports import (
-    STATUSES,
+from tracelake.sources.zhejiang.ports import RATES_TABLE, filepass, grouppass
+from tracelake.sources.zhejiang.ports.parser import PortParser
+from tracelake.sources.zhejiang.ports.rules import STATUSES
+from tracelake.sources.zhejiang.ports.window import (
     carried_state,
     first_instants,
     port_rates,
@@ -24,6 +27,7 @@ from tracelake.sources.zhejiang.transforms.ports import (
     rates_of,
 )
 
+MAX_UTIL = limits_proven_by(RATES_TABLE, PortParser.name)["max_util"]  # the suite's, as the pass reads it
 DEVICE = "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825"
 PORTS = (MGMT_PORT, "TwoHundredGigE1/0/3:1", "FourHundredGigE1/0/40")
 SILVER = ["hour_cst", "device_name", "port_name", "save_time_utc", "status", "interval_start_utc", "interval_s", "dt_s",
@@ -65,16 +69,16 @@ def _frame(spark, rows: list[tuple]):
 
 def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.ndarray]]], state: dict | None = None):
     """The rows as the one pass stages them: counters plus its rate columns (standalone, or
-    continuing from `state`: portpass.state_of the hour before)."""
+    continuing from `state`: filepass.state_of the hour before)."""
     tables = []
     for port, (ms, counts) in series.items():
         raw = pa.table({"SaveTime": ["x"] * len(ms), "SaveTimeUTC": ms, "DeviceName": [DEVICE] * len(ms),
-                        "PortName": [port] * len(ms), **{k: c for k, c in zip(portpass.COUNTERS, counts)},
+                        "PortName": [port] * len(ms), **{k: c for k, c in zip(filepass.COUNTERS, counts)},
                         "InRatio": np.zeros(len(ms)), "OutRatio": np.zeros(len(ms))})
-        tables.append(portpass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
-                                                "source_file": port}, (state or {}).get((DEVICE, port))))
-    table = pa.concat_tables(tables).cast(portpass.OUTPUT)
-    ddl = ", ".join(f"`{f.name}` {portpass.SPARK_TYPES[f.type]}" for f in table.schema)
+        tables.append(filepass.rated_rows(raw, {"hour_cst": hour, "folder_device_name": DEVICE, "file_port_name": port,
+                                                "source_file": port}, (state or {}).get((DEVICE, port)), MAX_UTIL))
+    table = pa.concat_tables(tables).cast(filepass.OUTPUT)
+    ddl = arrow_ddl(table.schema)
     return spark.createDataFrame(table.to_pylist(), ddl)  # Python rows: a null stays null on every profile
 
 
@@ -144,7 +148,7 @@ def _hours_around(rng: np.random.Generator, seed: int) -> tuple[dict, dict]:
 @pytest.mark.portable
 @pytest.mark.parametrize("seed", _seeds(6))
 def test_the_pass_rates_on_from_the_carried_state_as_the_window_does_or_sets_the_file_apart(spark, seed):
-    """Given the carried state of the hour before (portpass.state_of of carried_state's rows),
+    """Given the carried state of the hour before (filepass.state_of of carried_state's rows),
     the pass rates a port's file as the window rates both hours, and marks it RERATE only when
     it cannot: its polls overlap the hour before, or it is the management port and its 32-bit
     counters wrapped (silver's counts differ from the delivered ones)."""
@@ -152,10 +156,10 @@ def test_the_pass_rates_on_from_the_carried_state_as_the_window_does_or_sets_the
     before, after = _hours_around(rng, seed)
     earlier = _frame(spark, [r for p, (ms, c) in before.items() for r in _rows("2024052400", p, ms, c)])
     carried = carried_state(earlier).select("device_name", "port_name", F.unix_millis("save_time_utc"), "in_pkts")
-    state = portpass.state_of([tuple(r) for r in carried.collect()])
+    state = filepass.state_of([tuple(r) for r in carried.collect()])
     assert sorted(state) == [(DEVICE, p) for p in sorted(PORTS)] and all(len(v[0]) in (2, 3) for v in state.values())
     got = _pass_rows(spark, "2024052401", after, state)
-    apart = {r[0] for r in got.filter(F.col(portpass.RERATE)).select("port_name").distinct().collect()}
+    apart = {r[0] for r in got.filter(F.col(filepass.RERATE)).select("port_name").distinct().collect()}
     overlapping = {p for p in PORTS if after[p][0][0] <= before[p][0][-1]}
     assert apart == overlapping | {MGMT_PORT}  # _series wraps the management port's counts
     assert len(overlapping) == (0 if seed % 3 else {0: 2, 3: 3}[seed])
@@ -165,7 +169,7 @@ def test_the_pass_rates_on_from_the_carried_state_as_the_window_does_or_sets_the
     columns = [c for c in SILVER if c not in COUNTERS]  # a kept file's counts are silver's too: no wrap
     assert_same_rows(got.filter(F.col("port_name").isin(kept)).select(*SILVER),
                          whole.filter(F.col("port_name").isin(kept)).select(*SILVER))
-    again = rates_from_pass(got.filter(F.col(portpass.RERATE)), carried_state(earlier, first_instants(
+    again = rates_from_pass(got.filter(F.col(filepass.RERATE)), carried_state(earlier, first_instants(
         later, {"2024052401": "2024052400"})), "2024052401")
     expected = rates_of(later, carried_state(earlier, first_instants(later, {"2024052401": "2024052400"})),
                         ["2024052401"]).filter(F.col("port_name").isin(sorted(apart)))
@@ -252,7 +256,7 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
 
 
 def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spark):
-    """portpass.save_time_unproven against the suite's own query of save_time_matches_utc, on the
+    """filepass.save_time_unproven against the suite's own query of save_time_matches_utc, on the
     same rows: the rows the query returns are exactly the ones shown off, and the rows of a file
     whose SaveTime has another layout are all unproven (the query then runs for them)."""
     from tracelake.quality.gate import load_suite
@@ -270,12 +274,12 @@ def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spar
         "2024-05-24 星期五 00:00:01.005": (True, False),  # the rule reads it anyway: the check is stricter
     }
     same_layout = list(texts)
-    got = portpass.save_time_unproven(pa.array(same_layout), np.full(len(same_layout), at, np.int64))
+    got = filepass.save_time_unproven(pa.array(same_layout), np.full(len(same_layout), at, np.int64))
     assert got.tolist() == [unproven for unproven, _ in texts.values()]
     other = ["2024/05/24 Fri 00:00:01.005", "2024/05/24 星期五 00:00:01.005"]  # one row's layout spoils the file
-    assert portpass.save_time_unproven(pa.array(other), np.full(2, at, np.int64)).tolist() == [True, True]
+    assert filepass.save_time_unproven(pa.array(other), np.full(2, at, np.int64)).tolist() == [True, True]
     midnight = 1716480000000  # 2024/05/24 00:00:00.000 in China: a file across two days
-    assert portpass.save_time_unproven(pa.array(["2024/05/23 星期四 23:59:59.999", "2024/05/24 星期五 00:00:00.000"]),
+    assert filepass.save_time_unproven(pa.array(["2024/05/23 星期四 23:59:59.999", "2024/05/24 星期五 00:00:00.000"]),
                                        np.array([midnight - 1, midnight])).tolist() == [False, False]
 
     rule = next(e for e in load_suite("bronze.zj_port_counters")["expectations"]
@@ -289,7 +293,7 @@ def test_the_save_time_check_leaves_unproven_every_row_the_rule_would_count(spar
 
 
 def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spark):
-    """portpass.rates_out_of_bounds against the query of silver's rates_within_line_rate on the
+    """filepass.rates_out_of_bounds against the query of silver's rates_within_line_rate on the
     same rows (a null rate is NaN in the pass's arrays and null in the table's)."""
     from tracelake.quality.gate import load_suite
 
@@ -303,7 +307,7 @@ def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spar
     columns = {name: np.array([c[0][i] for c in cases], float) for i, name in
                enumerate(("status", "in_util", "out_util", "seconds"))}
     columns["status"] = columns["status"].astype(np.int64)
-    assert portpass.rates_out_of_bounds(columns).to_pylist() == [returned for _, returned in cases]
+    assert filepass.rates_out_of_bounds(columns, MAX_UTIL).to_pylist() == [returned for _, returned in cases]
 
     rule = next(e for e in load_suite("silver.zj_port_rates")["expectations"]
                 if e["meta"].get("id") == "rates_within_line_rate")
@@ -314,7 +318,7 @@ def test_the_rate_bounds_check_marks_exactly_the_rows_the_rule_would_return(spar
     rows.createOrReplaceTempView("rate_rows")
     returned = {r["n"] for r in spark.sql(rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "rate_rows")).collect()}
     assert returned == {i for i, (_, flagged) in enumerate(cases) if flagged}
-    assert rule["kwargs"]["unexpected_rows_query"].count(f"{portpass.RATE_BOUND}D") == 2
+    assert rule["meta"]["limits"] == {"max_util": MAX_UTIL} and rule["kwargs"]["unexpected_rows_query"].count(f"{MAX_UTIL}D") == 2
 
 
 def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_values(tmp_path):
@@ -332,24 +336,24 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
     files = pa.RecordBatch.from_pylist([
         {"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
          "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
-    plain = pa.Table.from_batches(list(portgroup.parse_files(iter([files]))))
-    coded = pa.Table.from_batches(list(portgroup.parse_files(iter([files]), dictionary=True)))
-    assert plain.schema == portpass.YIELDED and coded.schema == pa.schema([*portpass.PASS_OUTPUT, portpass.PROBLEMS])
-    assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in portpass.REPEATED_STRINGS
+    plain = pa.Table.from_batches(list(grouppass.parse_files(iter([files]), max_util=MAX_UTIL)))
+    coded = pa.Table.from_batches(list(grouppass.parse_files(iter([files]), max_util=MAX_UTIL, dictionary=True)))
+    assert plain.schema == filepass.YIELDED and coded.schema == pa.schema([*filepass.PASS_OUTPUT, filepass.PROBLEMS])
+    assert [pa.types.is_dictionary(f.type) for f in coded.schema] == [f.name in filepass.REPEATED_STRINGS
                                                                        for f in coded.schema]
-    assert coded.cast(portpass.YIELDED).equals(plain)
+    assert coded.cast(filepass.YIELDED).equals(plain)
     assert plain.num_rows == len(paths[0].read_text().splitlines()) - 1 + len(lines) + 1
-    assert plain.column(portpass.EXACT).to_pylist().count(True) == 1
+    assert plain.column(VERDICT).to_pylist().count(EXACT) == 1
     # the marker's problem names the exact parse; no other row has one
     problems = plain.column(PARSE_ERRORS).to_pylist()
-    assert [p for p in problems if p] == [[portpass.EXACT_REASON]] and problems.count([]) == plain.num_rows - 1
-    assert plain.column(REPEAT_COPY).to_pylist().count(True) == 1
+    assert [p for p in problems if p] == [[EXACT_REASON]] and problems.count([]) == plain.num_rows - 1
+    assert plain.column(VERDICT).to_pylist().count(REPEATED) == 1
     assert set(plain.column("port_name").drop_null().to_pylist()) == {PORTS[0], PORTS[1]}
 
 
 def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_path):
     """portgroup rates most of a group's files together; every file's rows (values, rates, flags,
-    markers) equal portpass.one_file's for it alone. The group holds files in order, one ending
+    markers) equal filepass.one_file's for it alone. The group holds files in order, one ending
     without a newline, a poll delivered twice, two rows swapped, the management port, a row naming
     another port, a line that needs the exact parse, one SaveTime of another layout, a header
     alone, and files continuing from a carried state with and without an overlap."""
@@ -384,22 +388,22 @@ def test_a_group_of_files_gives_each_file_exactly_the_rows_it_gives_alone(tmp_pa
              (DEVICE, port_of[str(p9)]): ([first[port_of[str(p9)]] - 400, first[port_of[str(p9)]]], [1, 1])}
 
     key = [("source_file", "ascending"), ("line_number", "ascending")]
-    alone = pa.concat_tables([portpass.one_file(f, state) for f in files]).cast(portpass.OUTPUT).sort_by(key)
-    tables, rows = portgroup.one_group(files, state)
-    grouped = pa.concat_tables(tables).cast(portpass.OUTPUT).sort_by(key)
+    alone = pa.concat_tables([filepass.one_file(f, state, MAX_UTIL) for f in files]).cast(filepass.OUTPUT).sort_by(key)
+    tables, rows = grouppass.one_group(files, state, MAX_UTIL)
+    grouped = pa.concat_tables(tables).cast(filepass.OUTPUT).sort_by(key)
     assert grouped.equals(alone)
     assert len(tables) == 1 + 7  # the rated group, and each of: mgmt, twice, swapped, other port, exact, header, overlap
     assert rows == [alone.filter(pa.compute.equal(alone.column("source_file"), f["source_file"])).num_rows for f in files]
-    assert sorted(alone.filter(alone.column(portpass.EXACT)).column("source_file").to_pylist()) == sorted(
+    assert sorted(alone.filter(pa.compute.equal(alone.column(VERDICT), EXACT)).column("source_file").to_pylist()) == sorted(
         p.name for p in (p4, p5, p7))  # another port, the exact parse, the header alone
-    unproven = alone.filter(alone.column(portpass.SAVE_TIME_UNPROVEN)).column("source_file").unique().to_pylist()
+    unproven = alone.filter(alone.column(filepass.SAVE_TIME_UNPROVEN)).column("source_file").unique().to_pylist()
     assert unproven == [p6.name]
-    rerated = set(alone.filter(alone.column(portpass.RERATE)).column("source_file").unique().to_pylist())
+    rerated = set(alone.filter(alone.column(filepass.RERATE)).column("source_file").unique().to_pylist())
     assert {p9.name, p8.name} & rerated == {p9.name}
 
 
 def test_the_checks_judge_each_file_by_all_of_its_own_rows_whatever_its_chunks():
-    """portpass.failed_checks per file, on tables of several chunks (a file over the CSV reader's
+    """filepass.failed_checks per file, on tables of several chunks (a file over the CSV reader's
     1 MB block parses into more than one): a name or an instant that fails in a later chunk is
     found, and each file is judged by its own rows only."""
     at = 1_716_480_001_000
@@ -407,9 +411,9 @@ def test_the_checks_judge_each_file_by_all_of_its_own_rows_whatever_its_chunks()
     def rows(port: str, ms: list[int], device: str = DEVICE, ratio: float = 0.5) -> pa.Table:
         n = len(ms)
         return pa.table({"SaveTime": ["x"] * n, "SaveTimeUTC": pa.array(ms, pa.int64()), "DeviceName": [device] * n,
-                         "PortName": [port] * n, **{c: pa.array([1] * n, pa.int64()) for c in portpass.COUNTERS},
+                         "PortName": [port] * n, **{c: pa.array([1] * n, pa.int64()) for c in filepass.COUNTERS},
                          "InRatio": [ratio] * n, "OutRatio": [ratio] * n},
-                        schema=pa.schema([(c, portpass.RAW_TYPES[c]) for c in portpass.RAW]))
+                        schema=pa.schema([(c, filepass.RAW_TYPES[c]) for c in filepass.RAW]))
 
     a, b = PORTS[1], PORTS[2]
     tables = [
@@ -423,15 +427,15 @@ def test_the_checks_judge_each_file_by_all_of_its_own_rows_whatever_its_chunks()
     ]
     ports = [a, b, a, a, a, a, b]
     assert [t.column("PortName").num_chunks for t in tables[:5]] == [2] * 5
-    got = portpass.failed_checks(tables, [DEVICE] * len(tables), ports)
+    got = filepass.failed_checks(tables, [DEVICE] * len(tables), ports)
     assert got.tolist() == [False, True, True, True, True, True, False]
-    assert [portpass._holds(t, DEVICE, p) for t, p in zip(tables, ports)] == [not g for g in got.tolist()]
+    assert [filepass._holds(t, DEVICE, p) for t, p in zip(tables, ports)] == [not g for g in got.tolist()]
 
 
 def test_a_row_outside_its_cst_hour_folder_is_marked_as_the_hour_rule_tests_it():
-    """portpass.outside_hour against samples_in_hour_folder's bounds: the folder's CST hour from
+    """filepass.outside_hour against samples_in_hour_folder's bounds: the folder's CST hour from
     its first millisecond, up to but not including the next hour's."""
-    start = portpass.hour_start_ms("2024052400")
+    start = filepass.hour_start_ms("2024052400")
     assert start == int(datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()) * 1000
-    ms = np.array([start - 1, start, start + portpass.HOUR_MS - 1, start + portpass.HOUR_MS])
-    assert portpass.outside_hour(ms, np.full(4, start)).tolist() == [True, False, False, True]
+    ms = np.array([start - 1, start, start + filepass.HOUR_MS - 1, start + filepass.HOUR_MS])
+    assert filepass.outside_hour(ms, np.full(4, start)).tolist() == [True, False, False, True]

@@ -17,12 +17,15 @@ from same_rows import assert_same_rows
 from tracelake.delta.fingerprint import fingerprint
 from tracelake.delta.maintenance import history
 from tracelake.errors import TracelakeError
-from tracelake.io.staging import settle
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID
+from tracelake.io.staging import Scratch
+from tracelake.run.parsing import settle_parse
 from tracelake.run.pipeline import run_ingest
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang import layout, ports
+from tracelake.sources.zhejiang.ports import parser, tables
+from tracelake.sources.zhejiang.ports.window import port_rates
 from tracelake.sources.zhejiang.synth.ports import HEADER, OUTAGE_END_MS, write_port_hour
-from tracelake.sources.zhejiang.transforms.ports import port_rates
 
 HOUR = "2024052400"
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
@@ -32,10 +35,15 @@ HOUR_START = datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()
 MGMT = "M-GigabitEthernet0/0/0"
 
 
+def _settled(spark, item, raw_dir: Path, name: str):
+    """The plan's parse as the bronze step settles it (run.parsing), its rows as parsed."""
+    return settle_parse(spark, item.parser, item.files, load_schema(ports.TABLE), raw_dir / "_staging" / name,
+                        scratch=Scratch(str(raw_dir / "_staging")))
+
+
 def _parse(spark, raw_dir: Path):
-    [item] = ports.plan(raw_dir, raw_dir / "_staging")
-    parsed = item.parser(spark, item.files, load_schema(ports.TABLE))
-    return settle(parsed, raw_dir / "_staging" / "parsed.parquet")[0]
+    [item] = tables.plan(raw_dir, raw_dir / "_staging")
+    return _settled(spark, item, raw_dir, "parsed.parquet").rows
 
 
 def _write(raw_dir: Path, folder: str, name: str, lines: list[str], newline: str = "\n", bom: str = "") -> Path:
@@ -70,47 +78,47 @@ def _rule_table(folder: str) -> dict[str, str]:
 
 @pytest.mark.portable
 def test_file_names_map_to_port_names_and_back():
-    assert ports.port_name_for_file("Leaf-1_0.csv") == MGMT
-    assert ports.port_name_for_file("Leaf-2_16_1.csv") == "TwoHundredGigE1/0/16:1"
-    assert ports.port_name_for_file("Leaf-1_31.csv") == "FourHundredGigE1/0/31"  # the doc says 200G: wrong
-    assert ports.port_name_for_file("leaf-1_64.csv") == "FourHundredGigE1/0/64"
-    assert ports.device_name(ST1) == "NH-DC-NM224-J05-ROCE-ST-leaf-1.GPU.S9825"
+    assert layout.port_name_for_file("Leaf-1_0.csv") == MGMT
+    assert layout.port_name_for_file("Leaf-2_16_1.csv") == "TwoHundredGigE1/0/16:1"
+    assert layout.port_name_for_file("Leaf-1_31.csv") == "FourHundredGigE1/0/31"  # the doc says 200G: wrong
+    assert layout.port_name_for_file("leaf-1_64.csv") == "FourHundredGigE1/0/64"
+    assert layout.device_name(ST1) == "NH-DC-NM224-J05-ROCE-ST-leaf-1.GPU.S9825"
     assert layout.file_name_for_port(ST1, MGMT) == "leaf-1_0.csv"
     assert layout.file_name_for_port(LEAF1, "TwoHundredGigE1/0/7:2") == "Leaf-1_7_2.csv"
     for folder in (LEAF1, ST1):
         for name, port in _rule_table(folder).items():
-            assert (ports.port_name_for_file(name), layout.file_name_for_port(folder, port)) == (port, name)
+            assert (layout.port_name_for_file(name), layout.file_name_for_port(folder, port)) == (port, name)
     for bad in ("Leaf-1_0_1.csv", "Leaf-1_3_3.csv", "Leaf-1.csv", "Spine-1_3.csv"):
         with pytest.raises(TracelakeError):
-            ports.port_name_for_file(bad)
+            layout.port_name_for_file(bad)
 
 
 @pytest.mark.portable
 def test_plan_skips_dot_files_and_hourly_csvs_and_rejects_strangers(tmp_path):
-    assert ports.plan(tmp_path, tmp_path) == []
+    assert tables.plan(tmp_path, tmp_path) == []
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [])
     (tmp_path / "trafficinfo" / HOUR / LEAF1 / ".DS_Store").write_bytes(b"\0\0")
     (tmp_path / "trafficinfo" / HOUR / ".DS_Store").write_bytes(b"\0")
     (tmp_path / "trafficinfo" / HOUR / f"{HOUR}_port.csv").write_text("x\n")
-    [item] = ports.plan(tmp_path, tmp_path)
+    [item] = tables.plan(tmp_path, tmp_path)
     assert [(f.name, f.constants) for f in item.files] == [(
         f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv",
         {"hour_cst": HOUR, "folder_device_name": "NH-DC-NM129-B03-ROCE-Leaf-1.GPU.S9825", "file_port_name": MGMT},
     )]
     _write(tmp_path, LEAF1, "Leaf-2_1_1.csv", [])
     with pytest.raises(TracelakeError, match="another switch"):
-        ports.plan(tmp_path, tmp_path)
+        tables.plan(tmp_path, tmp_path)
     (tmp_path / "trafficinfo" / HOUR / LEAF1 / "Leaf-2_1_1.csv").unlink()
     (tmp_path / "trafficinfo" / HOUR / "NH-DC-NM129-E09-ROCE-spine-9_GPU_S9825").mkdir()
     with pytest.raises(TracelakeError, match="not a switch folder"):
-        ports.plan(tmp_path, tmp_path)
+        tables.plan(tmp_path, tmp_path)
 
 
 @pytest.mark.portable
 def test_every_real_file_is_planned_with_the_rule_tables_port_name(tmp_path):
     root = shared("zhejiang", "trafficinfo")
     (tmp_path / "trafficinfo").symlink_to(root)
-    [item] = ports.plan(tmp_path, tmp_path)
+    [item] = tables.plan(tmp_path, tmp_path)
     assert len(item.files) == REAL_FILES
     for raw in item.files:
         folder, name = raw.name.split("/")[2:]
@@ -132,7 +140,7 @@ def test_every_real_file_is_planned_with_the_rule_tables_port_name(tmp_path):
 
 @pytest.mark.portable
 def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
-    good = f"2024/05/24 星期五 00:00:00.914,1716480000914,{ports.device_name(LEAF1)},{MGMT},9,1435,20,23556,0,0"
+    good = f"2024/05/24 星期五 00:00:00.914,1716480000914,{layout.device_name(LEAF1)},{MGMT},9,1435,20,23556,0,0"
     bad = [
         good.replace(",9,1435,", ",9,"),                   # 9 fields
         good.replace(",23556,", ",23556.5,"),              # fractional counter
@@ -145,7 +153,7 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [good, *bad])
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", [good.replace(MGMT, "TwoHundredGigE1/0/1:1")], newline="\r\n", bom="\ufeff")
     parsed = _parse(spark, tmp_path)
-    got = parsed.select("raw_line", "_parse_errors").orderBy("raw_line")
+    got = parsed.select("raw_line", PARSE_ERRORS).orderBy("raw_line")
     expected = spark.createDataFrame([  # the well-formed file takes the one pass, which keeps no raw line of a good row
         (good, []), (None, []),
         (bad[0], ["expected 10 fields, found 9"]),
@@ -155,14 +163,14 @@ def test_parser_keeps_bad_rows_with_reasons(spark, tmp_path):
         (bad[4], ["expected 10 fields, found 11"]),
         (bad[5], ["save_time_utc: '99999999999999999' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
         (bad[6], ["save_time_utc: '1716480000' is not a valid epoch time in whole milliseconds of the years 2000-2099"]),
-    ], "raw_line string, _parse_errors array<string>").orderBy("raw_line")
+    ], f"raw_line string, {PARSE_ERRORS} array<string>").orderBy("raw_line")
     assert_same_rows(got, expected)
-    row = parsed.filter(F.size("_parse_errors") == 0).orderBy("file_port_name").first()
+    row = parsed.filter(F.size(PARSE_ERRORS) == 0).orderBy("file_port_name").first()
     assert (row.save_time_utc, row.hour_cst, row.out_octets, row.in_ratio, row.raw_values_json) == (
         datetime(2024, 5, 23, 16, 0, 0, 914000), HOUR, 23556, 0.0, None)
     assert parsed.filter("raw_line = '" + bad[1] + "'").first().raw_values_json.startswith(
         '{"SaveTime":"2024/05/24 星期五 00:00:00.914","SaveTimeUTC":"1716480000914"')
-    assert parsed.select("_row_id").distinct().count() == 9
+    assert parsed.select(ROW_ID).distinct().count() == 9
 
 
 # ---------------------------------------------------------------- rates on real excerpts
@@ -197,7 +205,7 @@ def test_a_32_bit_wrap_on_a_real_management_excerpt_is_undone(spark, tmp_path):
     lines[150] = ",".join(fields)
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", lines)
     parsed = _parse(spark, tmp_path)
-    assert parsed.filter(F.size("_parse_errors") > 0).count() == 0
+    assert parsed.filter(F.size(PARSE_ERRORS) > 0).count() == 0
     assert [r.out_octets for r in parsed.filter("out_octets < 0").collect()] == [delivered - 2**32]
     rates = port_rates(parsed).orderBy("save_time_utc").collect()
     assert [i for i, r in enumerate(rates) if r.counter_wrapped] == [150]
@@ -347,39 +355,41 @@ def test_the_one_pass_and_the_line_by_line_parse_give_the_same_rows(spark, tmp_p
     write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=4)
     crlf = _real_lines("Leaf-1_1_1.csv", 1, 40)
     _write(tmp_path, LEAF1, "Leaf-1_1_1.csv", crlf, newline="\r\n", bom="\ufeff")
-    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
-    fast, held = settle(item.parser(spark, item.files, schema), tmp_path / "_staging" / "fast.parquet")
+    settled = _settled(spark, item, tmp_path, "fast.parquet")
+    fast, held = settled.rows, settled.held
     assert held  # well-formed files (a BOM and CRLF included) take the one pass
-    exact = ports.parse_fields(ports._read_lines(spark, item.files, schema), schema)
-    contract = [*[c.name for c in schema.data_columns], "source_file", "_parse_errors"]
+    exact = parser.parse_fields(parser._read_lines(spark, item.files, schema), schema)
+    contract = [*[c.name for c in schema.data_columns], "source_file", PARSE_ERRORS]
     assert_same_rows(fast.select(*contract), exact.select(*contract))
-    assert fast.filter(F.size("_parse_errors") > 0).count() == 0
+    assert fast.filter(F.size(PARSE_ERRORS) > 0).count() == 0
     assert fast.filter(F.col("source_file").endswith("Leaf-1_1_1.csv")).count() == 40
 
 
 @pytest.mark.portable
 def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spark, tmp_path):
-    """Checked.clean: staging takes the pass's columns as they come. They equal what
+    """FastParse.clean: staging takes the pass's columns as they come. They equal what
     quality.split.staged_form computes for them with the engine (a failed row's floats nulled,
     raw text only where a row failed or was flagged), marker row included."""
-    from tracelake.quality.gate import load_suite
+    from tracelake.quality.gate import load_suite, proofs
     from tracelake.quality.split import row_flags, staged_form
 
     chosen = [(LEAF1, MGMT), (LEAF1, "TwoHundredGigE1/0/16:1")]
     write_port_hour(tmp_path, HOUR, chosen, _constant(0.2), seed=5)
     lines = _real_lines("Leaf-1_0.csv", 1, 5)
     _write(tmp_path, LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])  # a blank line: its marker
-    [item] = ports.plan(tmp_path, tmp_path / "_staging")
+    [item] = tables.plan(tmp_path, tmp_path / "_staging")
     schema = load_schema(ports.TABLE)
-    parsed = item.parser(spark, item.files, schema)
+    parsed = item.parser.parse(spark, item.files, schema, scratch=Scratch(str(tmp_path / "_staging")))
     assert parsed.clean
     flags, by_gx = row_flags(load_suite(ports.TABLE))
-    as_given = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven, clean=True)
-    computed = staged_form(parsed.frame, schema, flags, by_gx, parsed.proven)
+    proven = [rule for rule, column in proofs(load_suite(ports.TABLE), item.parser.name).items() if column is None]
+    as_given = staged_form(parsed.frame, schema, flags, by_gx, proven, clean=True)
+    computed = staged_form(parsed.frame, schema, flags, by_gx, proven)
     assert as_given.columns == computed.columns
     assert_same_rows(as_given, computed)
-    markers = as_given.filter(F.size("_parse_errors") > 0).select("source_file", "_parse_errors", "in_ratio").collect()
+    markers = as_given.filter(F.size(PARSE_ERRORS) > 0).select("source_file", PARSE_ERRORS, "in_ratio").collect()
     assert [tuple(r) for r in markers] == [(f"trafficinfo/{HOUR}/{LEAF1}/Leaf-1_0.csv", ["file parsed line by line"],
                                             None)]
 
@@ -387,18 +397,18 @@ def test_the_pass_gives_its_rows_in_the_staged_form_the_engine_would_compute(spa
 @pytest.mark.portable
 def test_files_with_lines_the_one_pass_cannot_type_are_parsed_line_by_line(spark, tmp_path):
     lines = _real_lines("Leaf-1_0.csv", 1, 5)
-    quoted = lines[3].replace(ports.device_name(LEAF1), '"NH,DC"')
+    quoted = lines[3].replace(layout.device_name(LEAF1), '"NH,DC"')
     _write(tmp_path / "blank", LEAF1, "Leaf-1_0.csv", [*lines[:2], "", *lines[2:]])
     _write(tmp_path / "quote", LEAF1, "Leaf-1_0.csv", [*lines[:3], quoted, lines[4]])
     for case, bad, reason in (("blank", "", "expected 10 fields, found 1"),
                               ("quote", quoted, "expected 10 fields, found 11")):
-        [item] = ports.plan(tmp_path / case, tmp_path / case / "_staging")
-        parsed, held = settle(item.parser(spark, item.files, load_schema(ports.TABLE)),
-                              tmp_path / case / "_staging" / "parsed.parquet")
+        [item] = tables.plan(tmp_path / case, tmp_path / case / "_staging")
+        settled = _settled(spark, item, tmp_path / case, "parsed.parquet")
+        parsed, held = settled.rows, settled.held
         assert not held, case  # the file went the exact way
-        got = parsed.select("raw_line", "_parse_errors")
+        got = parsed.select("raw_line", PARSE_ERRORS)
         expected = [(line, []) for line in lines if line != lines[3] or case == "blank"] + [(bad, [reason])]
-        assert_same_rows(got, spark.createDataFrame(expected, "raw_line string, _parse_errors array<string>"))
+        assert_same_rows(got, spark.createDataFrame(expected, f"raw_line string, {PARSE_ERRORS} array<string>"))
 
 
 # ---------------------------------------------------------------- ingest (Delta)

@@ -8,7 +8,7 @@ the explode. The exploded frame carries only small per-cell columns: a line
 of 2,000 columns fans out 2,000 times, so anything line-sized carried through the explode would
 multiply (a first version carried the line and ran out of memory on 60 MB).
 
-Each cell carries its reasons to be set aside (`_parse_errors`), so the caller's ingest keeps
+Each cell carries its reasons to be set aside (io.parse.PARSE_ERRORS), so the caller's ingest keeps
 rows read = kept + quarantined with one row per cell. Duplicate `Time` rows are found in two
 steps so the expensive part stays small: lines are grouped by (series, time), and only cells
 of repeated lines go through the window that keeps one cell per key.
@@ -36,6 +36,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.text import HEADER_AGAIN
 
 DUPLICATE_REASON = "duplicate Time row"
@@ -199,14 +200,14 @@ def finish_cells(cells: DataFrame, header: DataFrame) -> DataFrame:
 
 
 def cell_lineage(column_name: Column, errors: Column) -> list[Column]:
-    """raw_line, raw_values_json and _row_id of a cell.
+    """raw_line, raw_values_json and ROW_ID of a cell.
 
     raw_line is the whole line for a malformed line (its cells cannot be told apart) and null for
     a cell of a well-formed line: repeating the line per column would multiply it, and the
     cell's own raw fields are in raw_values_json, which maps header names to raw strings
     (`{"Time": ..., [<id column>: ...,] <column>: ...}`). For a good cell (a number under a
     parsed Time, nothing to escape) that JSON is concatenated: to_json per cell cost a fifth of
-    the parse. _row_id is unique within the parse: file, Time spelling, position, duplicate rank."""
+    the parse. ROW_ID is unique within the parse: file, Time spelling, position, duplicate rank."""
     name = F.coalesce(column_name, F.lit("?"))
     by_name = F.when(
         F.col("id_pos") >= 0,
@@ -222,7 +223,7 @@ def cell_lineage(column_name: Column, errors: Column) -> list[Column]:
     row_id = F.concat_ws("|", F.col("file_id").cast("string"), F.coalesce(F.col("time_raw"), F.lit("")),
                          F.col("pos").cast("string"), F.col("dup_rank").cast("string"))
     return [F.col("bad_line").alias("raw_line"), raw_json.alias("raw_values_json"),
-            row_id.alias("_row_id")]
+            row_id.alias(ROW_ID)]
 
 
 def wide_to_long(
@@ -262,11 +263,11 @@ def single_cells(single: DataFrame, header: DataFrame) -> DataFrame:
 
 
 def contract_rows(cells: DataFrame, data_columns: list[Column]) -> DataFrame:
-    """Finished, ranked cells -> the parse_lines contract (data, lineage, _parse_errors)."""
+    """Finished, ranked cells -> the parse_lines contract (data, lineage, PARSE_ERRORS)."""
     errors = F.array_compact(F.concat(F.col("own_errors"), F.array(F.col("dup_error"))))
     return cells.select(
         *data_columns, F.col("source_file"), *cell_lineage(F.col("column"), errors),
-        errors.alias("_parse_errors"),
+        errors.alias(PARSE_ERRORS),
     )
 
 

@@ -19,7 +19,7 @@ parses line by line (the exact parse: unpivot.py in Spark, over a small header f
 larger than GROUP_BYTES as staged jobs over groups of files, unpivot_files) only what needs it:
 every file of a series one file of which fails a check of the pass or has a column the header
 rules reject, and the lines of a (series, Time) key that more than one line has, whose cells are
-ranked as below (parse_utilization_files). One bronze row per cell:
+ranked as below (UtilizationParser). One bronze row per cell:
 
   * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
   * a cell that is not a finite number, sits under a column name that is not
@@ -51,21 +51,19 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
-from tracelake.api.contract import TableInput
+from tracelake.api.contract import FastParse, Parser, TableInput
+from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io import progress
 from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
-from tracelake.io.staging import Checked, Scratch, stage, write_staged
+from tracelake.io.staging import Scratch, stage, write_staged
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import (
     HEADER_AGAIN,
@@ -230,9 +228,9 @@ def plan(raw_dir: Path, staging: Path) -> list[TableInput]:
     _one_per_series(power, ("cluster", "kind"))
     inputs = []
     if metrics:
-        inputs.append(TableInput(UTILIZATION_TABLE, metrics, partial(parse_utilization_files, staging=staging)))
+        inputs.append(TableInput(UTILIZATION_TABLE, metrics, UtilizationParser()))
     if power:
-        inputs.append(TableInput(POWER_TABLE, power, partial(parse_power, staging=staging)))
+        inputs.append(TableInput(POWER_TABLE, power, PowerParser()))
     return inputs
 
 
@@ -422,7 +420,7 @@ def parse_utilization(
 ) -> DataFrame:
     """Wide metric CSVs -> one row per cell of bronze.acme_utilization (+ the parse contract),
     line by line: the exact parse. A large input is exploded in groups of files staged under
-    `staging` (unpivot_files). An ingest takes the one pass first (parse_utilization_files)."""
+    `staging` (unpivot_files). An ingest takes the one pass first (UtilizationParser.parse)."""
     entries, header_df, _ = _utilization_inputs(spark, files)
     return unpivot_files(spark, entries, header_df, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging)
 
@@ -484,15 +482,49 @@ def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFr
     return contract_rows(rank_in_parts(cells, header, UTIL_KEYS, folder / "ranked"), _util_data())
 
 
-def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header: DataFrame,
-          exact_series: set[tuple[str, str]], contract: StructType, staging: Path) -> Callable:
-    """Checked.rest of the pass: its cells but those of a series a file of which failed a check
-    (every file of such a series is parsed exactly) and those of repeated (series, Time) keys
-    (their lines parsed exactly, ranked as before); the line and marker rows dropped."""
-    series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
-    series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
+def _bad_header_series(files: list[RawFile], per_file: list[list[tuple]]) -> set[tuple[str, str]]:
+    """The series (cluster, metric) one file of which has a column the header rules reject."""
+    return {(f.constants["cluster"], f.constants["metric"])
+            for f, rows in zip(files, per_file) if any(r[14] is not None for r in rows)}
 
-    def rest(staged: DataFrame) -> tuple[DataFrame, DataFrame]:
+
+class UtilizationParser(Parser):
+    """The utilization files' parser. `parse` is the one pass: every file read once, checked and
+    unpivoted in Arrow (widepass), and line by line only where the exact parse is needed
+    (`remainder`): every file of a series one file of which fails a check or has a column the
+    header rules reject, and the lines of a (series, Time) key that more than one line has (the
+    duplicate ranking spans files, so the pass never holds by itself). `exact` is the exact parse
+    (parse_utilization), a large input in groups of files staged in the run's scratch."""
+
+    name = "acme.utilization"
+    needs_scratch = True
+
+    def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              scratch: Scratch | None = None) -> DataFrame:
+        return parse_utilization(spark, files, schema, scratch)
+
+    def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
+        if scratch is None:
+            return self.exact(spark, files, schema)
+        entries, _, per_file = _utilization_inputs(spark, files)
+        bad_header = _bad_header_series(files, per_file)
+        chosen = [i for i, f in enumerate(files) if (f.constants["cluster"], f.constants["metric"]) not in bad_header]
+        if not chosen:
+            return self.exact(spark, files, schema, scratch=scratch)
+        frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
+                         [per_file[i] for i in chosen], schema)
+        return FastParse(frame, alone=False)  # the line rows are always dropped by the remainder
+
+    def remainder(self, spark: SparkSession, staged: DataFrame, files: list[RawFile], schema: TableSchema, *,
+                  scratch: Scratch | None = None) -> tuple[DataFrame, DataFrame | None]:
+        """The pass's cells but those of a series a file of which failed a check (every file of
+        such a series is parsed exactly) and those of repeated (series, Time) keys (their lines
+        parsed exactly, ranked as before); the line and marker rows dropped."""
+        entries, header, per_file = _utilization_inputs(spark, files)
+        exact_series = _bad_header_series(files, per_file)
+        series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
+        series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
         kind, series = F.col(widepass.KIND), F.col(widepass.SERIES)
         failed = {r[0] for r in staged.filter(kind == widepass.MARKER).select(series).distinct().collect()}
         lines = staged.filter(kind == widepass.LINE).groupBy(widepass.SERIES, "ts").count()
@@ -518,38 +550,28 @@ def _rest(spark: SparkSession, files: list[RawFile], entries: list[dict], header
             for raw, entry in zip(files, entries):  # the engine reads these as text: no line past the bound
                 if entry["series_id"] in failed:
                     check_lines(raw.path, raw.name)
-            parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), staging))
+            parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), scratch))
         if keys:
             with_keys = {s for s, _ in keys}
             chosen = [e for e in entries if e["series_id"] in with_keys]
-            parts.append(repeated_line_cells(spark, chosen, header, [f"{s}|{us}" for s, us in keys], staging))
-        remainder = union_all(parts) if parts else spark.createDataFrame([], contract)
-        return good, remainder
-    return rest
+            parts.append(repeated_line_cells(spark, chosen, header, [f"{s}|{us}" for s, us in keys], scratch))
+        return good, union_all(parts) if parts else None
 
 
-def parse_utilization_files(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
-) -> DataFrame | Checked:
-    """The TableInput parser. With `staging` (an ingest), the one pass: every file read once,
-    checked and unpivoted in Arrow (widepass), and line by line only where the exact parse is
-    needed: every file of a series one file of which fails a check or has a column the header
-    rules reject, and the lines of a (series, Time) key that more than one line has (the
-    duplicate ranking spans files). Without `staging`, the exact parse (parse_utilization)."""
-    if staging is None:
-        return parse_utilization(spark, files, schema)
-    entries, header_df, per_file = _utilization_inputs(spark, files)
-    bad_header = {(f.constants["cluster"], f.constants["metric"])
-                  for f, rows in zip(files, per_file) if any(r[14] is not None for r in rows)}
-    chosen = [i for i, f in enumerate(files) if (f.constants["cluster"], f.constants["metric"]) not in bad_header]
-    if not chosen:
-        return parse_utilization(spark, files, schema, staging)
-    frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
-                     [per_file[i] for i in chosen], schema)
-    contract = frame.drop(widepass.KIND, widepass.SERIES).schema
-    rest = _rest(spark, files, entries, header_df, bad_header, contract, staging)
-    # never held whole: the line rows are always dropped by `rest`
-    return Checked(frame, lambda staged: False, lambda: parse_utilization(spark, files, schema, staging), rest)
+class PowerParser(Parser):
+    """The IPMI power files' parser (parse_power): a large input in groups of files staged in the
+    run's scratch."""
+
+    name = "acme.power"
+    needs_scratch = True
+
+    def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame:
+        return parse_power(spark, files, schema, scratch)
+
+    def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              scratch: Scratch | None = None) -> DataFrame:
+        return parse_power(spark, files, schema, scratch)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:

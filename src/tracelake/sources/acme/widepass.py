@@ -11,7 +11,7 @@ What it checks, and what it does when a check fails: every line has the header's
 1e11 on every line, and every non-empty cell is a finite number pyarrow reads as a double (a
 subset of what the exact parse's cast accepts, to the same value: no space, quote, `nan` or
 `inf`). A file that fails any check yields a marker row (KIND `marker`); what it yielded before
-is dropped with it: utilization.parse_utilization_files parses every file of that file's series
+is dropped with it: utilization.UtilizationParser.remainder parses every file of that file's series
 (cluster, metric) line by line, so every quarantine row and reason is the exact parse's.
 
 Duplicate Time rows need the other files of a series (the monthly files of a metric), which this
@@ -31,9 +31,11 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore, progress
+from tracelake.io.frames import arrow_ddl
+from tracelake.schema import RESERVED_PREFIX
 
-KIND = "_kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
-SERIES = "_series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
+KIND = f"{RESERVED_PREFIX}kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
+SERIES = f"{RESERVED_PREFIX}series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
 CELL, LINE, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
@@ -45,8 +47,7 @@ OUTPUT = pa.schema([
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
     ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()),
 ])
-SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int8(): "tinyint", pa.float64(): "double", TS: "timestamp"}
-OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in OUTPUT)
+OUTPUT_DDL = arrow_ddl(OUTPUT)
 
 
 class NeedsExact(Exception):

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 def _parts() -> tuple[tuple[ModuleType, ...], tuple[ModuleType, ...]]:
     """Every part, and the parts that read trafficinfo/<hour>/ (the workbook and task logs go first)."""
-    from tracelake.sources.zhejiang import correlate, hourly, interference, ports, tasklogs, topology
+    from tracelake.sources.zhejiang import correlate, hourly, interference, tasklogs, topology
+    from tracelake.sources.zhejiang.ports import tables as ports
 
     return (topology, ports, hourly, tasklogs, correlate, interference), (ports, hourly)
 

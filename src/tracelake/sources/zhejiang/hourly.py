@@ -20,21 +20,31 @@ import codecs
 import csv
 import io
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time
 from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tracelake.api.contract import TableInput, derived
+from tracelake.api.contract import FastParse, Parser, TableInput, derived
 from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
 from tracelake.io.frames import union_all
-from tracelake.io.parse import PARSE_ERRORS, ROW_ID, finish, raw_field, raw_values_json, split_fields, typed_columns
-from tracelake.io.staging import Checked, Scratch
+from tracelake.io.parse import (
+    PARSE_ERRORS,
+    ROW_ID,
+    VERDICT,
+    finish,
+    raw_field,
+    raw_values_json,
+    split_fields,
+    typed_columns,
+)
+from tracelake.io.staging import Scratch
 from tracelake.io.text import RawFile, first_bad_utf8, open_text, read_lines, regular_file, transcode_to_utf8
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang import hourlypass
@@ -217,7 +227,7 @@ def plan(raw_dir: Path, staging: Path, hours: tuple[str, ...] | None = None) -> 
                 by_kind[kind] = raw
         for kind, raw in by_kind.items():
             files[kind].append(raw)
-    parser = partial(parse_hourly, escaped=frozenset(escaped), fast=True)
+    parser = HourlyParser(frozenset(escaped))
     return [TableInput(TABLES[k], v, parser) for k, v in files.items() if v]
 
 
@@ -286,26 +296,32 @@ def _parse_file(spark: SparkSession, raw: RawFile, schema: TableSchema, escaped:
     return finish(split, schema, typed, raw_values_json(by_label), problems, values_first=True)
 
 
-def parse_hourly(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, escaped: frozenset[str] = frozenset(),
-    fast: bool = False,
-) -> DataFrame | Checked:
+@dataclass(frozen=True)
+class HourlyParser(Parser):
     """The parse_lines contract for hourly files whose headers may differ in order and spelling;
-    `escaped`: the lineage names of files staged with escaped bytes (plan). With `fast` (an
-    ingest's plan binds it), the fast parse of hourlypass where it can type the table, checked
-    once staged; the parse line by line where it cannot, or when it does not hold."""
-    if not files:
-        raise TracelakeError(f"no input files for {schema.full_name}")
+    `escaped`: the lineage names of files staged with escaped bytes (plan). `parse` is the fast
+    parse of hourlypass where it can type the table, checked once staged; the parse line by line
+    (`exact`) where it cannot, or, for every file, when it does not hold."""
 
-    def exact() -> DataFrame:
-        return union_all([_parse_file(spark, raw, schema, raw.name in escaped) for raw in files])
-    if not fast or escaped.intersection(raw.name for raw in files) or not hourlypass.takes(schema):
-        return exact()
-    return Checked(_fast_parse(spark, files, schema), _no_marker, exact, clean=True, holds_unflagged=True)
+    escaped: frozenset[str] = frozenset()
+    name: ClassVar[str] = "zhejiang.hourly"
 
+    def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              scratch: Scratch | None = None) -> DataFrame:
+        if not files:
+            raise TracelakeError(f"no input files for {schema.full_name}")
+        return union_all([_parse_file(spark, raw, schema, raw.name in self.escaped) for raw in files])
 
-def _no_marker(staged: DataFrame) -> bool:
-    return not staged.filter(F.col(hourlypass.EXACT)).limit(1).collect()
+    def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
+              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
+        if not files or self.escaped.intersection(raw.name for raw in files) or not hourlypass.takes(schema):
+            return self.exact(spark, files, schema)
+        return FastParse(_fast_parse(spark, files, schema), clean=True, needs_raw=True)
+
+    def remainder(self, spark: SparkSession, staged: DataFrame, files: list[RawFile], schema: TableSchema, *,
+                  scratch: Scratch | None = None) -> None:
+        """None: a table whose fast parse did not hold is parsed again line by line, every file."""
+        return None
 
 
 def _fast_parse(spark: SparkSession, files: list[RawFile], schema: TableSchema) -> DataFrame:
@@ -319,7 +335,7 @@ def _fast_parse(spark: SparkSession, files: list[RawFile], schema: TableSchema) 
         *[c.name for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string")).alias(ROW_ID),
-        PARSE_ERRORS, hourlypass.EXACT,
+        PARSE_ERRORS, VERDICT,
     )
 
 

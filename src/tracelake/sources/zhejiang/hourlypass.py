@@ -1,14 +1,14 @@
 """The hourly CSVs' fast parse: each file read once with pyarrow inside the engine's task (by path,
 as the port pass reads its files), typed in Arrow and handed over in the staged form (no raw line,
-no raw values: io.staging.Checked's `clean`).
+no raw values: io.staging.FastParse's `clean`).
 
 It takes a file only where every value types exactly as the line-by-line parse (hourly._parse_file)
 would type it: whole integers, plain decimals, the local times of clock.TIME_PATTERN with a valid
 date and clock; every line of the header's field count; UTF-8 with no BOM or stray CR inside; no
 header line repeated; every value of a column that needs one present. Any other file yields one
-marker row (portpass.EXACT), and the table is then parsed line by line (hourly.parse_hourly's
+marker row (the verdict io.parse.EXACT), and the table is then parsed line by line (hourly.HourlyParser's
 fallback), so every quarantine row and reason stays that parse's. So does a table where a
-quarantine rule sets a row aside (Checked.holds_unflagged): its quarantine row needs the raw text.
+quarantine rule sets a row aside (FastParse.needs_raw): its quarantine row needs the raw text.
 
 Why: the exact parse costs the engine about 20 µs a line (a split, a trim and a cast per field,
 a regex per local time, the raw values as JSON): 1.7-2.2 s of its CPU for one hour's four files
@@ -26,10 +26,10 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
-from tracelake.io.parse import PARSE_ERRORS
+from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import EXACT, EXACT_REASON, KEPT, PARSE_ERRORS, VERDICT
 from tracelake.schema import TableSchema
 from tracelake.sources.zhejiang.clock import AM, PM
-from tracelake.sources.zhejiang.portpass import EXACT, EXACT_REASON, SPARK_TYPES
 
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "positions")
 BOM = b"\xef\xbb\xbf"
@@ -54,13 +54,13 @@ def takes(schema: TableSchema) -> bool:
 
 def output_schema(schema: TableSchema) -> pa.Schema:
     """What the function yields: the schema's data columns, source_file, the line's number, its
-    parse problems (none, or EXACT_REASON on a marker row) and the marker."""
+    parse problems (none, or EXACT_REASON on a marker row) and its verdict (EXACT on a marker row)."""
     return pa.schema([*[(c.name, ARROW_TYPES[c.type]) for c in schema.data_columns], ("source_file", pa.string()),
-                      ("line_number", pa.int64()), (PARSE_ERRORS, pa.list_(pa.string())), (EXACT, pa.bool_())])
+                      ("line_number", pa.int64()), (PARSE_ERRORS, pa.list_(pa.string())), (VERDICT, pa.int8())])
 
 
 def output_ddl(schema: TableSchema) -> str:
-    return ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in output_schema(schema))
+    return arrow_ddl(output_schema(schema))
 
 
 class NeedsExact(Exception):
@@ -172,7 +172,7 @@ def typed_file(data: bytes, schema: TableSchema, positions: dict[str, int], sour
     no_problems = pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), pa.array([], pa.string()))
     columns.update(source_file=pa.repeat(pa.scalar(source_file, pa.string()), n),
                    line_number=pa.array(np.arange(2, n + 2, dtype=np.int64)),
-                   **{PARSE_ERRORS: no_problems, EXACT: pa.array(np.zeros(n, bool))})
+                   **{PARSE_ERRORS: no_problems, VERDICT: pa.array(np.full(n, KEPT, np.int8))})
     return pa.table(columns, schema=output_schema(schema))
 
 
@@ -180,7 +180,7 @@ def _marker(schema: TableSchema, source_file: str) -> pa.Table:
     """One row saying: parse this table line by line."""
     row = {f.name: pa.nulls(1, f.type) for f in output_schema(schema)}
     row.update(source_file=pa.array([source_file]), **{PARSE_ERRORS: pa.array([[EXACT_REASON]]),
-                                                        EXACT: pa.array([True])})
+                                                        VERDICT: pa.array([EXACT], pa.int8())})
     return pa.table(row, schema=output_schema(schema))
 
 

@@ -9,20 +9,20 @@ What it checks, and what it does when a check fails: every line splits into the 
 fields (an empty line or a stray comma fails the read), the bytes are UTF-8, every value casts
 to its column's type and is present, times are epoch milliseconds of the years 2000-2099,
 ratios are finite, every row names the file's own port and switch, and two rows of one instant
-are the same poll twice (an exact copy is a row of its own marked REPEAT_COPY, counted as repeated
-and not kept; a copy with other values is a conflict). A file that fails any
-check yields a single marker row (`EXACT` true) and no data: ports.parse_port_files parses such
+are the same poll twice (an exact copy is a row of its own with the verdict REPEATED, counted as
+repeated and not kept; a copy with other values is a conflict). A file that fails any
+check yields a single marker row (the verdict EXACT) and no data: parser.PortParser parses such
 files line by line, where each line keeps its value or its reasons, exactly as before. So the
 pass never has to reproduce a quarantine reason.
 
-Rates (transforms/ports.port_rates' rules, vectorised), under silver.zj_port_rates' own column
-names: a file continues from the carried state of its port's hour before (transforms/ports.carried_state,
-collected by ports.parse_port_files: a few instants per port), so its rates are the window's over
+Rates (window.port_rates' rules, vectorised), under silver.zj_port_rates' own column
+names: a file continues from the carried state of its port's hour before (window.carried_state,
+collected by parser.carried_into_pass: a few instants per port), so its rates are the window's over
 both hours, and its rows can be silver's as they are staged. Two kinds of file cannot be: one
 whose polls overlap the hour before (re-delivered polls must find their twins there, which the
 state does not hold) and a management port whose 32-bit counters wrapped (silver's counts then
 differ from the delivered ones). Their rows carry RERATE, are rated as if their hour were the whole
-history, and are staged apart; ports.rebuild_rates computes their silver rows again.
+history, and are staged apart; rebuild.rebuild_rates computes their silver rows again.
 """
 
 from __future__ import annotations
@@ -31,30 +31,37 @@ from functools import cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore
-from tracelake.io.parse import EPOCH_MS_MAX, EPOCH_MS_MIN, PARSE_ERRORS, REPEAT_COPY
+from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import (
+    EPOCH_MS_MAX,
+    EPOCH_MS_MIN,
+    EXACT,
+    EXACT_REASON,
+    KEPT,
+    PARSE_ERRORS,
+    REPEATED,
+    VERDICT,
+)
+from tracelake.schema import RESERVED_PREFIX
 from tracelake.sources.zhejiang.clock import hour_start_utc
-from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.portrates import line_rate_bps, standalone_rates
+from tracelake.sources.zhejiang.ports.arrays import rate_columns, standalone_rates
+from tracelake.sources.zhejiang.ports.rules import STATUSES, is_32bit, line_rate_of
 from tracelake.sources.zhejiang.savetime import save_time_unproven
-from tracelake.sources.zhejiang.transforms.ports import STATUSES
 
-EXACT = "_exact"  # the marker column: this file must be parsed line by line
-REPEATED_INSTANT = "_repeated_instant"  # the row's instant is its file's row before's: a key twice
+REPEATED_INSTANT = f"{RESERVED_PREFIX}repeated_instant"  # the row's instant is its file's row before's: a key twice
 # the row's SaveTime text was not shown to be SaveTimeUTC + 8 h (save_time_unproven): where no row
 # is, the gate records the suite's rule save_time_matches_utc as passed without its query
-SAVE_TIME_UNPROVEN = "_save_time_unproven"
+SAVE_TIME_UNPROVEN = f"{RESERVED_PREFIX}save_time_unproven"
 # the row is one silver's critical rule rates_within_line_rate could return (an unknown status, a
-# utilisation outside 0..RATE_BOUND, an interval not above 0): where no staged row is, its gate
-# records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
-RATE_OUT_OF_BOUNDS = "_rate_out_of_bounds"
-RATE_BOUND = 1.05  # expectations/silver.zj_port_rates.json, rates_within_line_rate
+# utilisation outside 0..the rule's max_util, an interval not above 0): where no staged row is, its
+# gate records that rule as passed without its query over the hour's rows (rates_out_of_bounds)
+RATE_OUT_OF_BOUNDS = f"{RESERVED_PREFIX}rate_out_of_bounds"
 # the row's SaveTimeUTC lies outside its CST hour folder: where no row is, the gate records the
 # suite's rule samples_in_hour_folder (a group-by of the hour) as passed without its query
-OUTSIDE_HOUR = "_outside_hour_folder"
+OUTSIDE_HOUR = f"{RESERVED_PREFIX}outside_hour_folder"
 HOUR_MS = 3_600_000
 RAW = ("SaveTime", "SaveTimeUTC", "DeviceName", "PortName", "InPkts", "InOctets", "OutPkts", "OutOctets",
        "InRatio", "OutRatio")
@@ -68,7 +75,7 @@ RATE_COLUMNS = (("status", pa.string()), ("interval_start_utc", pa.timestamp("us
                 ("interval_s", pa.float64()), ("dt_s", pa.float64()), ("counter_wrapped", pa.bool_()),
                 ("line_rate_bps", pa.int64()), ("in_bytes_per_s", pa.float64()), ("out_bytes_per_s", pa.float64()),
                 ("in_util", pa.float64()), ("out_util", pa.float64()))
-RERATE = "_rerate"  # the file's silver rows are computed again (module docstring): its rows are staged apart
+RERATE = f"{RESERVED_PREFIX}rerate"  # the file's silver rows are computed again (module docstring): its rows are staged apart
 FILE_COLUMNS = ("path", "source_file", "hour_cst", "folder_device_name", "file_port_name")
 OUTPUT = pa.schema([
     ("hour_cst", pa.string()), ("device_name", pa.string()), ("port_name", pa.string()),
@@ -78,7 +85,7 @@ OUTPUT = pa.schema([
     ("folder_device_name", pa.string()), ("file_port_name", pa.string()),
     ("source_file", pa.string()), ("line_number", pa.int64()), *RATE_COLUMNS, (REPEATED_INSTANT, pa.bool_()),
     (SAVE_TIME_UNPROVEN, pa.bool_()), (RATE_OUT_OF_BOUNDS, pa.bool_()), (OUTSIDE_HOUR, pa.bool_()),
-    (REPEAT_COPY, pa.bool_()), (EXACT, pa.bool_()), (RERATE, pa.bool_()),
+    (VERDICT, pa.int8()), (RERATE, pa.bool_()),
 ])
 # the strings a file repeats on every row, yielded as dictionaries (one value each, the status one of
 # eight): the engine's Parquet writer then takes them for less. Measured on a full generated
@@ -89,17 +96,14 @@ REPEATED_STRINGS = ("hour_cst", "device_name", "port_name", "folder_device_name"
 DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS else f for f in OUTPUT])
 # what the pass hands over: its rows with their parse problems (io.parse.PARSE_ERRORS), made here
-# in Arrow so that staging evaluates nothing per row (Checked.clean): a marker row's problem says
-# its file is parsed line by line; every other row has none. Measured on a full generated hour's
-# pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s against 10.2-11.1 s with the
-# problems and the staged form computed by the engine, 18-19 s of its CPU against 20-22 s.
-EXACT_REASON = "file parsed line by line"  # a marker row's; never stored: markers are dropped
+# in Arrow so that staging evaluates nothing per row (FastParse.clean): a marker row's problem
+# (io.parse.EXACT_REASON) says its file is parsed line by line; every other row has none. Measured
+# on a full generated hour's pass and staged write, 3 + 3 runs alternated in process: 9.2-9.9 s
+# against 10.2-11.1 s with the problems and the staged form computed by the engine, 18-19 s of its
+# CPU against 20-22 s.
 PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
 YIELDED = pa.schema([*OUTPUT, PROBLEMS])
-SPARK_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.float64(): "double", pa.bool_(): "boolean",
-               pa.timestamp("us", tz="UTC"): "timestamp", PROBLEMS.type: "array<string>"}
-OUTPUT_DDL = ", ".join(f"`{f.name}` {SPARK_TYPES[f.type]}" for f in YIELDED)
-STATUS_NAMES = pa.array(STATUSES, pa.string())
+OUTPUT_DDL = arrow_ddl(YIELDED)
 
 
 HEADER = ",".join(RAW).encode()
@@ -136,7 +140,7 @@ def failed_checks(tables: list[pa.Table], devices: list[str], ports: list[str]) 
     quarantine rules would otherwise make per row: an instant outside the years 2000-2099, a ratio
     that is not finite, a row naming another switch or port than the file's; a file of no rows
     fails too, as it always has (the exact parse then reads it). Made for a group of
-    files at once (portgroup) as for one (_holds)."""
+    files at once (grouppass) as for one (_holds)."""
     counts = np.array([t.num_rows for t in tables], np.int64)
     ends = np.cumsum(counts)
 
@@ -171,7 +175,7 @@ def _holds(table: pa.Table, device: str, port: str) -> bool:
 
 
 def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[int]]]:
-    """The carried state the pass reads, from the rows of transforms/ports.carried_state (device,
+    """The carried state the pass reads, from the rows of window.carried_state (device,
     port, epoch ms, 1 if non-zero) of one hour: per (switch, port), its instants in time order
     and whether each row is non-zero. A few rows per port: small enough to ship with the function."""
     state: dict[tuple[str, str], list[tuple[int, int]]] = {}
@@ -180,18 +184,14 @@ def state_of(rows: list[tuple]) -> dict[tuple[str, str], tuple[list[int], list[i
     return {key: tuple(map(list, zip(*sorted(v)))) for key, v in state.items()}
 
 
-def rates_out_of_bounds(rates: dict[str, np.ndarray]) -> pa.Array:
-    """RATE_OUT_OF_BOUNDS of rows rated by portrates (NaN there is null: a comparison with it
-    returns no row, as in the rule's query)."""
+def rates_out_of_bounds(rates: dict[str, np.ndarray], max_util: float) -> pa.Array:
+    """RATE_OUT_OF_BOUNDS of rows rated by arrays, `max_util` the rule's limit (its suite's
+    meta.limits; NaN there is null: a comparison with it returns no row, as in the rule's query)."""
     status = rates["status"]
     unknown = (status < 0) | (status >= len(STATUSES))
     utils = [rates[name] for name in ("in_util", "out_util")]
-    outside = np.logical_or.reduce([(u > RATE_BOUND) | (u < 0) for u in utils])
+    outside = np.logical_or.reduce([(u > max_util) | (u < 0) for u in utils])
     return pa.array(unknown | outside | (rates["seconds"] <= 0))
-
-
-def nullable(values: np.ndarray) -> pa.Array:
-    return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
 
 
 def _constant(value: str, n: int) -> pa.Array:
@@ -216,9 +216,9 @@ def _copies(table: pa.Table, ms: np.ndarray) -> np.ndarray | None:
     return same
 
 
-def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None = None) -> pa.Table | None:
+def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] | None, max_util: float) -> pa.Table | None:
     """The file's rows as the parse contract's typed columns plus the rate columns (continuing
-    from `before`, see _rated); an exact copy of a poll is a row of its own, marked REPEAT_COPY
+    from `before`, see _rated); an exact copy of a poll is a row of its own, with the verdict REPEATED
     and not rated. None when a poll is delivered twice with different values."""
     ms = table.column("SaveTimeUTC").to_numpy()
     order = None if len(ms) < 2 or bool(np.all(ms[1:] >= ms[:-1])) else np.argsort(ms, kind="stable")
@@ -230,9 +230,9 @@ def rated_rows(table: pa.Table, file: dict, before: tuple[list[int], list[int]] 
         return None
     if copies.any():
         kept, repeats = np.nonzero(~copies)[0], np.nonzero(copies)[0]
-        rated = _rated(table.take(kept), ms[kept], lines[kept], file, before)
+        rated = _rated(table.take(kept), ms[kept], lines[kept], file, before, max_util)
         return pa.concat_tables([rated, _copy_rows(table.take(repeats), ms[repeats], lines[repeats], file)])
-    return _rated(table, ms, lines, file, before)
+    return _rated(table, ms, lines, file, before, max_util)
 
 
 def _typed(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -> dict[str, pa.Array]:
@@ -262,33 +262,26 @@ def outside_hour(ms: np.ndarray, start_ms: np.ndarray) -> np.ndarray:
 
 
 def _rated(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict,
-           before: tuple[list[int], list[int]] | None = None) -> pa.Table:
+           before: tuple[list[int], list[int]] | None, max_util: float) -> pa.Table:
     """The file's rows with their rates; continuing from `before` (state_of's entry for its port)
     unless the file overlaps it or is a wrapped 32-bit port's (then RERATE, rated alone)."""
     counts = [table.column(c).to_numpy() for c in COUNTERS]
     port = file["file_port_name"]
     n = len(ms)
-    wrapped = np.logical_or.reduce([c < 0 for c in counts]) if port == MGMT_PORT else np.zeros(n, bool)
+    wrapped = np.logical_or.reduce([c < 0 for c in counts]) if is_32bit(port) else np.zeros(n, bool)
     overlap = before is not None and len(before[0]) > 0 and n > 0 and ms[0] <= before[0][-1]
     rerate = bool(overlap or wrapped.any())
     rates = standalone_rates(ms, counts, port, before=None if rerate else before)
-    start = rates["start"]
-    bps = line_rate_bps(port)
+    bps = line_rate_of(port)
     columns = {
-        **_typed(table, ms, lines, file),
-        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
-        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
-                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "interval_s": nullable(rates["seconds"]), "dt_s": nullable(rates["dt"] / 1000.0),
+        **_typed(table, ms, lines, file), **rate_columns(rates),
         "counter_wrapped": pa.array(wrapped), "line_rate_bps": pa.nulls(n, pa.int64()) if bps is None
         else pa.array(np.full(n, bps, np.int64)),
-        "in_bytes_per_s": nullable(rates["in_bps"]), "out_bytes_per_s": nullable(rates["out_bps"]),
-        "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
         REPEATED_INSTANT: pa.array(np.concatenate([[False], ms[1:] == ms[:-1]]) if n else np.zeros(0, bool)),
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven(table.column("SaveTime"), ms)),
-        RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates),
+        RATE_OUT_OF_BOUNDS: rates_out_of_bounds(rates, max_util),
         OUTSIDE_HOUR: pa.array(outside_hour(ms, np.full(n, hour_start_ms(file["hour_cst"])))),
-        REPEAT_COPY: pa.array(np.zeros(n, bool)), EXACT: pa.array(np.zeros(n, bool)),
+        VERDICT: pa.array(np.full(n, KEPT, np.int8)),
         RERATE: pa.array(np.full(n, rerate)),
     }
     return pa.table(columns, schema=PASS_OUTPUT)
@@ -301,8 +294,7 @@ def _copy_rows(table: pa.Table, ms: np.ndarray, lines: np.ndarray, file: dict) -
     columns.update(_typed(table, ms, lines, file), **{REPEATED_INSTANT: pa.array(np.zeros(n, bool)),
                                                        SAVE_TIME_UNPROVEN: pa.array(np.zeros(n, bool)),
                                                        OUTSIDE_HOUR: pa.array(np.zeros(n, bool)),
-                                                       REPEAT_COPY: pa.array(np.ones(n, bool)),
-                                                       EXACT: pa.array(np.zeros(n, bool)),
+                                                       VERDICT: pa.array(np.full(n, REPEATED, np.int8)),
                                                        RERATE: pa.array(np.ones(n, bool))})
     return pa.table(columns, schema=PASS_OUTPUT)
 
@@ -311,21 +303,21 @@ def _marker(file: dict) -> pa.Table:
     """One row saying: parse this file line by line."""
     row = {f.name: pa.nulls(1, f.type) for f in PASS_OUTPUT}
     row.update(source_file=_constant(file["source_file"], 1), hour_cst=_constant(file["hour_cst"], 1),
-               **{EXACT: pa.array([True]), RERATE: pa.array([True])})
+               **{VERDICT: pa.array([EXACT], pa.int8()), RERATE: pa.array([True])})
     return pa.table(row, schema=PASS_OUTPUT)
 
 
-def file_rows(table: pa.Table | None, file: dict, state: dict | None = None) -> pa.Table:
+def file_rows(table: pa.Table | None, file: dict, state: dict | None, max_util: float) -> pa.Table:
     """The pass's rows of one file typed by read_port_file (None: it needs the exact parse)."""
     if table is None or not _holds(table, file["folder_device_name"], file["file_port_name"]):
         return _marker(file)
-    rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])))
+    rows = rated_rows(table, file, (state or {}).get((file["folder_device_name"], file["file_port_name"])), max_util)
     return _marker(file) if rows is None else rows
 
 
-def one_file(file: dict, state: dict | None = None) -> pa.Table:
-    """The pass's rows of one file, read alone: portgroup's reference."""
-    return file_rows(read_port_file(file["path"]), file, state)
+def one_file(file: dict, state: dict | None, max_util: float) -> pa.Table:
+    """The pass's rows of one file, read alone: grouppass's reference."""
+    return file_rows(read_port_file(file["path"]), file, state, max_util)
 
 
 # files' rows handed to the engine together (at most; portgroup). Sail queues up to 16 batches per
@@ -339,7 +331,7 @@ BATCH_ROWS = 32_768
 
 def with_problems(table: pa.Table) -> pa.Table:
     """`table` (PASS_OUTPUT rows) with PROBLEMS: EXACT_REASON on a marker row, none on the others."""
-    marker = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)
+    marker = table.column(VERDICT).to_numpy(zero_copy_only=False) == EXACT
     offsets = np.concatenate([[0], np.cumsum(marker)]).astype(np.int32)
     reasons = pa.array([EXACT_REASON] * int(offsets[-1]), pa.string())
     return table.append_column(PROBLEMS, pa.ListArray.from_arrays(pa.array(offsets), reasons))

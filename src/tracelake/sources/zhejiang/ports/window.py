@@ -1,39 +1,6 @@
-"""Per-port byte rates and utilisation from the Zhejiang per-port counters (docs/formats/zhejiang.md §3.3).
-
-Each counter row holds the bytes counted since the switch last *refreshed* its counter, which
-happens about once a second while the collector polls every ~0.5 s. So a row of four zeros
-usually means "no refresh since the last poll", not "no traffic": the bytes of that time arrive
-in the next non-zero row. (On the release, the bytes summed over the five minutes after the
-collector outage match the outage row's 253 s average, median ratio 1.009: nothing is lost.)
-
-Rules, per port, in time order (window lag over save_time_utc, then hour_cst):
-  first        the port's first row: no interval start is known, no rate.
-  repeated     the instant of the row before it: the same poll delivered again by a later hour
-               folder (the earlier folder's copy sorts first and keeps the rate), so its bytes
-               are not counted twice; no rate.
-  gap          more than `max_gap_s` since the previous row (collector outage, missing rows):
-               no rate, flagged; the counts are kept, so volumes still add up.
-  update       a non-zero row: its bytes cover (last non-zero row, this row], the zero rows
-               in between included (the carry), even when a poll gap (< max_gap_s) follows
-               them. If those zero rows had turned idle (below), the port was really idle and
-               the interval is (previous row, this row].
-  no_new_data  a zero row within `max_gap_s` of the last update: the counter had not refreshed,
-               its bytes are in the next update; no rate (never reported as idle).
-  idle         a zero row more than `max_gap_s` after the last update (or the port's first
-               row): refreshes kept reading zero, the rate is 0.
-  over_line_rate  an update whose rate would exceed the line rate by more than `max_util`:
-               rate withheld, flagged (none on the release).
-  negative_counter  a negative count on a 64-bit port (200G/400G): not a wrap, so no rate and
-               flagged; its counts stay as delivered.
-Management-port counters are 32-bit: a negative delta there has wrapped and gets 2^32 added. Only
-there: adding 2^32 to a 64-bit port's negative count would fabricate a rate.
-Measured on the 350 real files: 894,805 updates, 704,499 zero rows waiting for one, no rate
-above 0.998 of line rate. The zero/non-zero pattern fits a switch refresh clock of ~1.000 s, so
-a row's true interval is known only to about a poll (0.5 s) at either end: per-row rates in a
-10 s window scatter with a coefficient of variation of 0.44, and sums of octets over windows of
-2 s or more are the accurate figure.
-Line rates come from the port name: TwoHundredGigE 200 Gb/s, FourHundredGigE 400 Gb/s,
-M-GigabitEthernet (management) 1 Gb/s.
+"""The rate rules (rules.py) as Spark windows: port_rates, the reference the one pass is held to
+row for row and the rates' rebuild of the rows the pass set apart, and the carried state of the
+hours before that lets an hour's rates continue from them.
 """
 
 from __future__ import annotations
@@ -44,14 +11,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from tracelake.sources.zhejiang.layout import MGMT_PORT
-
-WRAP = 1 << 32
-MAX_GAP_S = 5.0  # Δt p99.9 on the release is 4.2 s; refreshes come about every second
-MAX_UTIL = 1.05
-LINE_RATES_BPS = (("TwoHundredGigE", 200_000_000_000), ("FourHundredGigE", 400_000_000_000),
-                  ("M-GigabitEthernet", 1_000_000_000))
-COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
-STATUSES = ("first", "repeated", "gap", "update", "no_new_data", "idle", "over_line_rate", "negative_counter")
+from tracelake.sources.zhejiang.ports.rules import COUNTERS, LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, WRAP
 
 
 def line_rate_bps(port_name: Column) -> Column:
@@ -67,6 +27,18 @@ def unwrap_32bit(value: Column, is_32bit: Column) -> Column:
     return F.when(is_32bit & (value < 0), value + F.lit(WRAP)).otherwise(value)
 
 
+def counter_columns() -> list[Column]:
+    """A counter row's counters as silver keeps them (a 32-bit wrap undone), whether they wrapped,
+    and the port's line rate: what every rated row carries beside its rate."""
+    is_32bit = F.col("port_name") == F.lit(MGMT_PORT)  # the only counters that are 32-bit (rules.is_32bit)
+    return [*[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
+            (is_32bit & _negative()).alias("counter_wrapped"), line_rate_bps(F.col("port_name")).alias("line_rate_bps")]
+
+
+def _negative() -> Column:
+    return reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
+
+
 def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: float = MAX_UTIL) -> DataFrame:
     """One row per counter row: its status, the interval its bytes cover, bytes/s and utilisation."""
     # hour_cst breaks a tie of instants: a poll two hour folders both hold (one outside its hour)
@@ -74,14 +46,9 @@ def port_rates(counters: DataFrame, max_gap_s: float = MAX_GAP_S, max_util: floa
     port = Window.partitionBy("device_name", "port_name").orderBy("save_time_utc", "hour_cst")
     before = port.rowsBetween(Window.unboundedPreceding, -1)
     ms = F.unix_millis(F.col("save_time_utc"))
-    is_32bit = F.col("port_name") == F.lit(MGMT_PORT)  # the only counters that are 32-bit
-    negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
     base = counters.select(
-        "hour_cst", "device_name", "port_name", "save_time_utc", ms.alias("_ms"),
-        *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
-        (is_32bit & negative).alias("counter_wrapped"),
-        (~is_32bit & negative).alias("_negative"),
-        line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
+        "hour_cst", "device_name", "port_name", "save_time_utc", ms.alias("_ms"), *counter_columns(),
+        ((F.col("port_name") != F.lit(MGMT_PORT)) & _negative()).alias("_negative"),
     )
     zero = reduce(Column.__and__, [F.col(c) == 0 for c in COUNTERS])
     ordered = base.select(
@@ -268,13 +235,9 @@ def rates_from_pass(rows: DataFrame, state: DataFrame, hour: str, **limits: floa
         early = F.col("dt_s").isNull() | (previous_us <= F.lit(bound))  # the prefixes lie before `bound`
         again = rated.filter(early).select(*counters, "dt_s").join(F.broadcast(cuts), port) \
             .filter(prefix).select(*counters).unionByName(unrated)
-    is_32bit = F.col("port_name") == F.lit(MGMT_PORT)
-    negative = reduce(Column.__or__, [F.col(c) < 0 for c in COUNTERS])
     kept = late.select(
         "hour_cst", "device_name", "port_name", "save_time_utc",
-        "status", "interval_start_utc", "interval_s", "dt_s",
-        *[unwrap_32bit(F.col(c), is_32bit).alias(c) for c in COUNTERS],
-        (is_32bit & negative).alias("counter_wrapped"), line_rate_bps(F.col("port_name")).alias("line_rate_bps"),
+        "status", "interval_start_utc", "interval_s", "dt_s", *counter_columns(),
         "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util",
     )
     return kept.unionByName(rates_of(again, state, [hour], **limits))

@@ -1,13 +1,13 @@
-"""The one pass over port files a group at a time: portpass's checks and rates for many files in one
+"""The one pass over port files a group at a time: filepass's checks and rates for many files in one
 set of numpy operations, where file by file the Python around them cost as much as the parse.
 
 A group is GROUP_FILES files of one task. Each file is read and parsed once, alone
-(portpass.read_port_file: parsing several files' bytes in one call was measured no faster); the
-checks portpass makes per file are then made per file over the whole group at once, and the
-files that pass them are rated together (portrates.segment_rates). A file the group cannot take
+(filepass.read_port_file: parsing several files' bytes in one call was measured no faster); the
+checks filepass makes per file are then made per file over the whole group at once, and the
+files that pass them are rated together (arrays.segment_rates). A file the group cannot take
 as it is (an instant out of order or twice, the 32-bit management port, polls that overlap the
-hour before, a failed check, no rows, a parse that failed) goes to portpass's per-file functions
-with its own rows, so its rows, marker or RERATE are exactly what portpass gives it alone.
+hour before, a failed check, no rows, a parse that failed) goes to filepass's per-file functions
+with its own rows, so its rows, marker or RERATE are exactly what filepass gives it alone.
 """
 
 from __future__ import annotations
@@ -16,40 +16,37 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracelake.io import progress
-from tracelake.io.parse import REPEAT_COPY
-from tracelake.sources.zhejiang import portcarry, portpass
-from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.portpass import (
+from tracelake.io.parse import KEPT, VERDICT
+from tracelake.sources.zhejiang.ports import carry, filepass
+from tracelake.sources.zhejiang.ports.arrays import rate_columns, segment_rates
+from tracelake.sources.zhejiang.ports.filepass import (
     COUNTERS,
-    EXACT,
     OUTSIDE_HOUR,
     PASS_OUTPUT,
     RATE_OUT_OF_BOUNDS,
     REPEATED_INSTANT,
     RERATE,
     SAVE_TIME_UNPROVEN,
-    STATUS_NAMES,
     YIELDED,
 )
-from tracelake.sources.zhejiang.portrates import line_rate_bps, segment_rates
+from tracelake.sources.zhejiang.ports.rules import is_32bit, line_rate_of
 from tracelake.sources.zhejiang.savetime import save_time_unproven_files
 
 # files per group: enough to spread the group's Python over many files (measured at this size only,
-# docs/engine-notes.md); what waits in Sail's queue is still bounded by portpass.BATCH_ROWS
+# docs/engine-notes.md); what waits in Sail's queue is still bounded by filepass.BATCH_ROWS
 GROUP_FILES = 16
 
 
 def _alone(tables: list[pa.Table], files: list[dict], state: dict) -> np.ndarray:
-    """Per file, whether portpass must take it alone (module docstring)."""
-    alone = portpass.failed_checks(tables, [f["folder_device_name"] for f in files],
+    """Per file, whether filepass must take it alone (module docstring)."""
+    alone = filepass.failed_checks(tables, [f["folder_device_name"] for f in files],
                                    [f["file_port_name"] for f in files])
     for i, (table, file) in enumerate(zip(tables, files)):
         ms = table.column("SaveTimeUTC").to_numpy()
         before = state.get((file["folder_device_name"], file["file_port_name"]))
-        alone[i] |= (file["file_port_name"] == MGMT_PORT or bool(np.any(ms[1:] <= ms[:-1]))
+        alone[i] |= (is_32bit(file["file_port_name"]) or bool(np.any(ms[1:] <= ms[:-1]))
                      or bool(before is not None and len(before[0]) and ms[0] <= before[0][-1]))
     return alone
 
@@ -61,7 +58,7 @@ def _per_file(values: list[str], segment: np.ndarray) -> pa.DictionaryArray:
 
 
 def _with_state(ms: np.ndarray, counts: list[np.ndarray], sizes: np.ndarray, befores: list) -> tuple:
-    """(instants, counters, series sizes, own rows) with each file's carried state (portpass.state_of's
+    """(instants, counters, series sizes, own rows) with each file's carried state (filepass.state_of's
     entry: instants, 1 where non-zero) ahead of its rows, as standalone_rates puts it."""
     if not any(b is not None and len(b[0]) for b in befores):
         return ms, counts, sizes, None
@@ -76,8 +73,8 @@ def _with_state(ms: np.ndarray, counts: list[np.ndarray], sizes: np.ndarray, bef
     return (woven(ms, ahead), [woven(c, nonzero) for c in counts], sizes + [len(a) for a in ahead], own)
 
 
-def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: dict) -> pa.Table:
-    """portpass._rated of files that are each in time order with no instant twice, no 32-bit port
+def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: dict, max_util: float) -> pa.Table:
+    """filepass._rated of files that are each in time order with no instant twice, no 32-bit port
     and no overlap with the hour before: their rows (one after another, `counts` each) rated in one go."""
     n, k = table.num_rows, len(files)
     segment = np.repeat(np.arange(k), counts)
@@ -86,13 +83,12 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
     values = [table.column(c).to_numpy() for c in COUNTERS]
     befores = [state.get((f["folder_device_name"], f["file_port_name"])) for f in files]
     series_ms, series_counts, sizes, own = _with_state(ms, values, counts, befores)
-    rates_bps = [line_rate_bps(f["file_port_name"]) for f in files]
+    rates_bps = [line_rate_of(f["file_port_name"]) for f in files]
     rates = segment_rates(series_ms, series_counts, np.repeat(np.arange(k), sizes),
                           np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64),
                           np.repeat([np.nan if b is None else float(b) for b in rates_bps], sizes))
     if own is not None:
         rates = {name: v[own] for name, v in rates.items()}
-    start = rates["start"]
     bps = np.repeat([0 if b is None else b for b in rates_bps], counts).astype(np.int64)
     no_rate = np.repeat([b is None for b in rates_bps], counts)
     false = pa.array(np.zeros(n, bool))
@@ -109,31 +105,25 @@ def rated_group(table: pa.Table, counts: np.ndarray, files: list[dict], state: d
         "file_port_name": _per_file([f["file_port_name"] for f in files], segment),
         "source_file": _per_file([f["source_file"] for f in files], segment),
         "line_number": pa.array(np.arange(n, dtype=np.int64) - np.repeat(starts, counts) + 2),
-        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
-        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
-                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
-        "interval_s": portpass.nullable(rates["seconds"]), "dt_s": portpass.nullable(rates["dt"] / 1000.0),
-        "counter_wrapped": false,
+        **rate_columns(rates), "counter_wrapped": false,
         "line_rate_bps": pa.array(bps, mask=no_rate) if no_rate.any() else pa.array(bps),
-        "in_bytes_per_s": portpass.nullable(rates["in_bps"]), "out_bytes_per_s": portpass.nullable(rates["out_bps"]),
-        "in_util": portpass.nullable(rates["in_util"]), "out_util": portpass.nullable(rates["out_util"]),
         REPEATED_INSTANT: false,
         SAVE_TIME_UNPROVEN: pa.array(save_time_unproven_files(table.column("SaveTime"), ms, counts)),
-        RATE_OUT_OF_BOUNDS: portpass.rates_out_of_bounds(rates),
-        OUTSIDE_HOUR: pa.array(portpass.outside_hour(ms, np.repeat([portpass.hour_start_ms(f["hour_cst"]) for f in files],
+        RATE_OUT_OF_BOUNDS: filepass.rates_out_of_bounds(rates, max_util),
+        OUTSIDE_HOUR: pa.array(filepass.outside_hour(ms, np.repeat([filepass.hour_start_ms(f["hour_cst"]) for f in files],
                                                                    counts))),
-        REPEAT_COPY: false, EXACT: false, RERATE: false,
+        VERDICT: pa.array(np.full(n, KEPT, np.int8)), RERATE: false,
     }
     return pa.table(columns, schema=PASS_OUTPUT)
 
 
-def one_group(files: list[dict], state: dict | None = None,
-              marks: portcarry.Marks | None = None) -> tuple[list[pa.Table], list[int]]:
+def one_group(files: list[dict], state: dict | None, max_util: float,
+              marks: carry.Marks | None = None) -> tuple[list[pa.Table], list[int]]:
     """(the group's tables, the rows each file gave): one table of the files rated together, and
-    one per file taken alone. Each file is read and parsed once (portpass.read_port_file). With
-    `marks`, the files' rows are added to them (portcarry)."""
+    one per file taken alone. Each file is read and parsed once (filepass.read_port_file). With
+    `marks`, the files' rows are added to them (carry)."""
     state = state or {}
-    typed = [portpass.read_port_file(f["path"]) for f in files]
+    typed = [filepass.read_port_file(f["path"]) for f in files]
     together = [i for i, t in enumerate(typed) if t is not None and t.num_rows]
     tables, rows = [], [0] * len(files)
     alone = np.ones(len(files), bool)
@@ -144,40 +134,41 @@ def one_group(files: list[dict], state: dict | None = None,
         if kept:
             counts = np.array([typed[i].num_rows for i in kept], np.int64)
             table = pa.concat_tables([typed[i] for i in kept])
-            tables.append(rated_group(table, counts, [files[i] for i in kept], state))
+            tables.append(rated_group(table, counts, [files[i] for i in kept], state, max_util))
             for i, n in zip(kept, counts):
                 rows[i] = int(n)
             if marks is not None:
-                portcarry.marks_of_series(table.column("SaveTimeUTC").to_numpy(),
+                carry.marks_of_series(table.column("SaveTimeUTC").to_numpy(),
                                           [table.column(c).to_numpy() for c in COUNTERS], counts,
                                           [(files[i]["folder_device_name"], files[i]["file_port_name"]) for i in kept], marks)
     for i in np.nonzero(alone)[0]:
-        tables.append(portpass.file_rows(typed[i], files[i], state))
+        tables.append(filepass.file_rows(typed[i], files[i], state, max_util))
         rows[i] = tables[-1].num_rows
         if marks is not None:
-            portcarry.marks_of(tables[-1], marks)
+            carry.marks_of(tables[-1], marks)
     return tables, rows
 
 
-def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None,
+def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None, *, max_util: float,
                 state: dict | None = None, dictionary: bool = False,
-                carry: str | None = None) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: rows of portpass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
-    at a time, handed over in batches of at most portpass.BATCH_ROWS rows; the files of each group
-    done are told to io.progress. `state`: portpass.state_of the hour before the files' hour. With
+                carry_folder: str | None = None) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: rows of filepass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
+    at a time, handed over in batches of at most filepass.BATCH_ROWS rows; the files of each group
+    done are told to io.progress. `max_util`: the limit of silver's rates_within_line_rate (its
+    suite's meta.limits). `state`: filepass.state_of the hour before the files' hour. With
     `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
-    REPEATED_STRINGS come as dictionaries. With `carry` (a folder on this machine), the state these
-    files leave for the hour after is written there once they are all done (portcarry)."""
-    marks: portcarry.Marks = {}
+    REPEATED_STRINGS come as dictionaries. With `carry_folder` (a folder on this machine), the state these
+    files leave for the hour after is written there once they are all done (carry)."""
+    marks: carry.Marks = {}
     paths: list[str] = []
     for batch in batches:
         files = batch.to_pylist()
         for first in range(0, len(files), GROUP_FILES):
             group = files[first:first + GROUP_FILES]
-            tables, rows = one_group(group, state, marks if carry is not None else None)
+            tables, rows = one_group(group, state, max_util, marks if carry_folder is not None else None)
             progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
             paths.extend(f["path"] for f in group)
-            table = portpass.with_problems(pa.concat_tables(tables))
-            yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=portpass.BATCH_ROWS)
-    if carry is not None:
-        portcarry.write_part(carry, paths, marks)
+            table = filepass.with_problems(pa.concat_tables(tables))
+            yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=filepass.BATCH_ROWS)
+    if carry_folder is not None:
+        carry.write_part(carry_folder, paths, marks)

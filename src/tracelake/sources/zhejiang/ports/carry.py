@@ -1,7 +1,7 @@
 """The carried state an hour's one pass leaves for the next hour, so that the next hour does not
 scan this one's 11 M counter rows again to find it.
 
-The next hour's rates continue from transforms/ports.carried_state of the stored hour before: per
+The next hour's rates continue from window.carried_state of the stored hour before: per
 port its first row, its last row and its last non-zero row (with whether each is non-zero). The
 pass sees every row of every file anyway, so it keeps those instants per port as it goes (a few
 numpy reductions per group of files: `marks_of_series` from the arrays it rates, `marks_of` from
@@ -34,16 +34,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracelake.delta.staged_files import commits_staged
-from tracelake.io.parse import REPEAT_COPY
+from tracelake.io.parse import KEPT, VERDICT
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
-from tracelake.sources.zhejiang.portpass import EXACT
+from tracelake.sources.zhejiang.ports.rules import COUNTERS
 
 if TYPE_CHECKING:  # the pass's function imports this module where the engine's tasks run
     from tracelake.config import Config
 
 TABLE = "bronze.zj_port_counters"
-COUNTERS = ("in_pkts", "in_octets", "out_pkts", "out_octets")
 # per port: [first instant, last instant, first non-zero instant, last non-zero instant] (epoch
 # micros; NONE where the port has no non-zero row)
 NONE = np.iinfo(np.int64).min
@@ -66,11 +65,10 @@ def _values(column: pa.ChunkedArray) -> tuple[np.ndarray, list]:
 
 
 def marks_of(table: pa.Table, marks: Marks) -> None:
-    """Add the rows of `table` (the pass's rows, portpass.PASS_OUTPUT) to `marks`: rows a bronze
-    table keeps only (no marker row, no repeated copy). Rows of one port lie together in a pass's
-    table, so each run of one port is reduced at once and runs of one port are merged."""
-    drop = table.column(EXACT).to_numpy(zero_copy_only=False).astype(bool)
-    drop |= table.column(REPEAT_COPY).to_numpy(zero_copy_only=False).astype(bool)
+    """Add the rows of `table` (the pass's rows, filepass.PASS_OUTPUT) to `marks`: rows a bronze
+    table keeps only (io.parse.KEPT: no marker row, no repeated copy). Rows of one port lie together
+    in a pass's table, so each run of one port is reduced at once and runs of one port are merged."""
+    drop = table.column(VERDICT).to_numpy(zero_copy_only=False) != KEPT
     if drop.all():
         return
     keep = ~drop

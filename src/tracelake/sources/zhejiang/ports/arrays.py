@@ -1,19 +1,32 @@
-"""transforms/ports.port_rates' rules over ports' rows in numpy: the one pass rates a port file, or
-a group of them, with these instead of the window (which stays as the tests' reference)."""
+"""The rate rules (rules.py) over ports' rows in numpy: the one pass rates a port file, or a group
+of them, with these instead of the window (window.port_rates, the reference it equals row for
+row), and hands the rates over as the Arrow columns silver.zj_port_rates names (rate_columns)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from tracelake.sources.zhejiang.layout import MGMT_PORT
-from tracelake.sources.zhejiang.transforms.ports import LINE_RATES_BPS, MAX_GAP_S, MAX_UTIL, STATUSES, WRAP
+from tracelake.sources.zhejiang.ports.rules import (
+    FIRST,
+    GAP,
+    IDLE,
+    MAX_GAP_S,
+    MAX_UTIL,
+    NEGATIVE,
+    NO_NEW_DATA,
+    OVER_LINE_RATE,
+    REPEATED,
+    STATUSES,
+    UPDATE,
+    WRAP,
+    is_32bit,
+    line_rate_of,
+)
 
-FIRST, REPEATED, GAP, UPDATE, NO_NEW_DATA, IDLE, OVER_LINE_RATE, NEGATIVE = range(len(STATUSES))
 SEGMENT_BITS = 41  # a segment's instants span less than 2**41 ms (70 years): its running maxima stay apart
-
-
-def line_rate_bps(port: str) -> int | None:
-    return next((bps for prefix, bps in LINE_RATES_BPS if port.startswith(prefix)), None)
+STATUS_NAMES = pa.array(STATUSES, pa.string())
 
 
 def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_gap_s: float = MAX_GAP_S,
@@ -27,9 +40,9 @@ def standalone_rates(ms: np.ndarray, counts: list[np.ndarray], port: str, max_ga
     if ahead:  # the state's rows first: only whether they are zero matters, and their own rates are dropped
         ms = np.concatenate([np.asarray(before[0], np.int64), ms])
         counts = [np.concatenate([np.asarray(before[1], np.int64), c]) for c in counts]
-    bps = line_rate_bps(port)
+    bps = line_rate_of(port)
     rates = segment_rates(ms, counts, np.zeros(len(ms), np.int64), np.arange(min(1, len(ms))),
-                          np.nan if bps is None else float(bps), wrapping=port == MGMT_PORT,
+                          np.nan if bps is None else float(bps), wrapping=is_32bit(port),
                           max_gap_s=max_gap_s, max_util=max_util)
     return {name: values[ahead:] for name, values in rates.items()}
 
@@ -79,3 +92,21 @@ def segment_rates(ms: np.ndarray, counts: list[np.ndarray], segment: np.ndarray,
     return {"status": status, "start": np.where(keep, start, np.nan), "seconds": np.where(keep, seconds, np.nan),
             "dt": dt, "in_bps": np.where(keep, in_bps, np.nan), "out_bps": np.where(keep, out_bps, np.nan),
             "in_util": np.where(keep, in_util, np.nan), "out_util": np.where(keep, out_util, np.nan)}
+
+
+def nullable(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.float64(), from_pandas=True)  # NaN -> null
+
+
+def rate_columns(rates: dict[str, np.ndarray]) -> dict[str, pa.Array]:
+    """segment_rates' arrays as the columns silver.zj_port_rates names (the line rate and whether a
+    counter wrapped are the caller's): the status as a dictionary of STATUSES, null where no rate."""
+    start = rates["start"]
+    return {
+        "status": pa.DictionaryArray.from_arrays(pa.array(rates["status"].astype(np.int32)), STATUS_NAMES),
+        "interval_start_utc": pc.cast(pa.array(np.where(np.isnan(start), 0, start).astype(np.int64) * 1000,
+                                               mask=np.isnan(start)), pa.timestamp("us", tz="UTC")),
+        "interval_s": nullable(rates["seconds"]), "dt_s": nullable(rates["dt"] / 1000.0),
+        "in_bytes_per_s": nullable(rates["in_bps"]), "out_bytes_per_s": nullable(rates["out_bps"]),
+        "in_util": nullable(rates["in_util"]), "out_util": nullable(rates["out_util"]),
+    }

@@ -1,0 +1,123 @@
+"""A bronze table's parse: its parser called with what it says it needs, staged once, and made
+whole where a fast pass did not hold.
+
+A fast pass (io.staging.FastParse) is staged with the flags of the rules it proves false; it
+holds whole when no staged row is a marker (io.parse.EXACT), and when its rows carry no raw text
+(`needs_raw`) also no row is set aside by a rule it does not prove and no key of a uniqueness rule
+repeats. Then the rules its table's suite says it proves (meta.proven_by) are settled from its
+rows: a row rule from the row count, a rule with a query from its column. Otherwise its
+parser's `remainder` keeps what holds and parses the rest exactly beside it, or every file is
+parsed again exactly. A plain parse is staged with its uniqueness rules' windows left out, and
+staged again with them only when a key repeats (quality.unique).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracelake.api.contract import Parser, PlainParser
+from tracelake.config import Config
+from tracelake.io.parse import EXACT, FLAGGED, VERDICT, parse_delimited
+from tracelake.io.staging import ENGINE_ERRORS, FastParse, Scratch, all_kept_mark, exact_path, stage
+from tracelake.io.text import RawFile
+from tracelake.quality.gate import expectation_id, load_suite, proofs
+from tracelake.quality.split import row_flags
+from tracelake.quality.unique import holds_unique, unique_rules
+from tracelake.schema import TableSchema
+
+# (the parse, the rules proven on its every row, whether it is in its staged form) -> the rows to stage
+Project = Callable[[DataFrame, Collection[str], bool], DataFrame]
+
+
+@dataclass(frozen=True)
+class StagedParse:
+    """A parse as staged: `rows`, and what the gate may take from it."""
+
+    rows: DataFrame
+    held: bool  # a fast parse (or a plain one's uniqueness check) held whole
+    whole: bool  # every row lies at the parse's path (no exact part beside it)
+    # when held: the rules with a query the parse checked itself (rule id -> its column, true on a
+    # row the query could return), and the row rules no row fails (gate.run_gate's `settled`)
+    checked: Mapping[str, str] = field(default_factory=dict)
+    settled: tuple[str, ...] = ()
+
+
+def call_parser(spark: SparkSession, parser: Parser | PlainParser | None, files: list[RawFile], schema: TableSchema,
+                lake: Config | None, scratch: Scratch | None) -> DataFrame | FastParse:
+    """The parse of `files`: by `parser`, given the lake and the run's scratch where it says it
+    needs them; with no parser, delimited text with the schema's raw header."""
+    if isinstance(parser, Parser):
+        return parser.parse(spark, files, schema, lake=lake if parser.needs_lake else None,
+                            scratch=scratch if parser.needs_scratch else None)
+    return (parser or parse_delimited)(spark, files, schema)
+
+
+def _as_given(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
+    return frame
+
+
+def _staged(frame: DataFrame, path: str | Path | Scratch, apart: str | None = None) -> DataFrame | None:
+    """`frame` staged at `path`; None when the engine cannot finish it (a fast read is then parsed
+    again exactly)."""
+    try:
+        return stage(frame, path, apart)
+    except ENGINE_ERRORS:
+        return None
+
+
+def settle_parse(
+    spark: SparkSession, parser: Parser | PlainParser | None, files: list[RawFile], schema: TableSchema,
+    path: str | Path | Scratch, project: Project | None = None, *, lake: Config | None = None,
+    scratch: Scratch | None = None, suite: dict | None = None,
+) -> StagedParse:
+    """The parse of `files` staged at `path` as `project` gives it (the bronze step's staged form
+    with the run's lineage; None: as parsed), checked and made whole (module docstring). Staging and
+    the check read the same stored rows, so a fast pass costs one pass when it holds."""
+    project = project or _as_given
+    exact_path(path).remove()  # an earlier batch's, in the same run
+    all_kept_mark(path).remove()
+    suite = suite if suite is not None else load_suite(schema.full_name)
+    flags, _ = row_flags(suite)
+    uniques = unique_rules(flags)
+    unique_ids = tuple(expectation_id(exp) for exp in uniques)
+    parse = call_parser(spark, parser, files, schema, lake, scratch)
+    if not isinstance(parse, FastParse):
+        if not uniques:
+            return StagedParse(stage(project(parse, ()), path), held=False, whole=True)
+        staged = _staged(project(parse, unique_ids), path)
+        if staged is not None and holds_unique(staged, uniques):
+            return StagedParse(staged, held=True, whole=True, settled=unique_ids)
+        return StagedParse(stage(project(parse, ()), path), held=False, whole=False)
+    proven = proofs(suite, parser.name)
+    own = scratch if parser.needs_scratch else None
+    settled = (*[i for i, column in proven.items() if column is None], *(unique_ids if parse.needs_raw else ()))
+    staged = _staged(project(parse.frame, settled, parse.clean), path, parse.apart)
+    if staged is not None and _holds(staged, parse, uniques):
+        return StagedParse(staged, held=True, whole=True, checked={i: c for i, c in proven.items() if c is not None},
+                           settled=settled)
+    if staged is not None and (finished := parser.remainder(spark, staged, files, schema, scratch=own)) is not None:
+        good, again = finished
+        if again is None:
+            return StagedParse(good, held=False, whole=False)
+        return StagedParse(good.unionByName(stage(project(again, ()), exact_path(path)), allowMissingColumns=True),
+                           held=False, whole=False)
+    return StagedParse(stage(project(parser.exact(spark, files, schema, scratch=own), ()), path),
+                       held=False, whole=False)
+
+
+def _holds(staged: DataFrame, parse: FastParse, uniques: list[dict]) -> bool:
+    """Whether a staged fast parse holds whole: no marker among its rows; for one whose rows carry
+    no raw text, no row a rule it does not prove sets aside and no uniqueness rule's key twice."""
+    if not parse.alone:
+        return False
+    unheld = F.col(VERDICT) == EXACT
+    if parse.needs_raw:
+        unheld = unheld | (F.col(VERDICT) == FLAGGED)
+    if staged.filter(unheld).limit(1).collect():
+        return False
+    return not parse.needs_raw or holds_unique(staged, uniques)
