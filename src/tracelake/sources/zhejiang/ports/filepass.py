@@ -320,7 +320,7 @@ def one_file(file: dict, state: dict | None, max_util: float) -> pa.Table:
     return file_rows(read_port_file(file["path"]), file, state, max_util)
 
 
-# files' rows handed to the engine together (at most; portgroup). Sail queues up to 16 batches per
+# files' rows handed to the engine together (at most; grouppass). Sail queues up to 16 batches per
 # task between the function and the engine's writer, so while the pass runs ahead of the write,
 # the batch size sets what waits: measured on a full generated hour (the CLI, 4 + 4 runs
 # alternated), 32 K rows peaked at 1,347-1,847 MiB (median 1,611) against 1,776-2,088 MiB (median
