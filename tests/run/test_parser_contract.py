@@ -13,11 +13,12 @@ import pytest
 from tracelake.api.contract import FastParse, Parser, limits_proven_by
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import EXACT, KEPT, PARSE_ERRORS, VERDICT
-from tracelake.io.staging import Scratch
+from tracelake.io.staging import Scratch, Sink
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import load_suite, proofs
 from tracelake.run.parsing import call_parser, settle_parse
 from tracelake.schema import load_schema
+from tracelake.sources.acme.utilization import UtilizationParser
 from tracelake.sources.zhejiang.ports import RATES_TABLE, TABLE, filepass
 from tracelake.sources.zhejiang.ports.parser import PortParser
 
@@ -39,12 +40,19 @@ def test_a_parser_gets_the_lake_and_the_scratch_only_where_it_says_it_needs_them
     lake_too = type("LakeToo", (_Asking,), {"needs_lake": True})
     assert call_parser(None, lake_too(), [], schema, config, scratch) == (config, scratch)
     assert call_parser(None, lambda spark, files, s: "plain", [], schema, config, scratch) == "plain"
+    sink = Sink(Scratch("s3://bucket/lake/_staging/run/scratch/x-written"), {"ingest_run_id": "r"})
+    writing = type("Writing", (_Asking,), {"needs_sink": True, "parse": lambda self, spark, files, schema, *, lake=None,
+                                           scratch=None, sink=None: (lake, scratch, sink)})
+    assert call_parser(None, writing(), [], schema, config, scratch, sink) == (None, scratch, sink)
+    assert call_parser(None, _Asking(), [], schema, config, scratch, sink) == (None, scratch)
 
 
 def test_a_fast_parse_is_data_and_a_parser_declares_its_needs():
     assert all(not callable(getattr(FastParse, f.name, None)) for f in dataclasses.fields(FastParse))
-    assert {f.name for f in dataclasses.fields(FastParse)} == {"frame", "apart", "clean", "needs_raw", "alone"}
-    assert (PortParser.needs_lake, PortParser.needs_scratch) == (True, True)
+    assert {f.name for f in dataclasses.fields(FastParse)} == {"frame", "apart", "clean", "needs_raw", "alone", "written"}
+    assert (PortParser.needs_lake, PortParser.needs_scratch, PortParser.needs_sink) == (True, True, False)
+    assert (UtilizationParser.needs_lake, UtilizationParser.needs_scratch, UtilizationParser.needs_sink) == \
+        (False, True, True)
 
 
 def test_the_suites_say_what_the_port_pass_proves_with_columns_it_yields():

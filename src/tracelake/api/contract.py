@@ -21,7 +21,7 @@ from tracelake.config import Config
 from tracelake.delta.catalog import read_tables
 from tracelake.errors import TracelakeError
 from tracelake.io.parse import EXACT, VERDICT
-from tracelake.io.staging import FastParse, Scratch
+from tracelake.io.staging import FastParse, Scratch, Sink
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import limits_proven_by as suite_limits
 from tracelake.quality.gate import load_suite
@@ -51,9 +51,13 @@ class Parser:
     name: ClassVar[str] = ""  # how a suite's meta.proven_by names this parser
     needs_lake: ClassVar[bool] = False  # parse() is given the Config of the lake ingested into
     needs_scratch: ClassVar[bool] = False  # parse(), exact() and remainder() are given the run's scratch
+    # parse() is given an io.staging.Sink where its fast pass may write kept rows itself (returned
+    # as FastParse.written): only for a table whose suite has no quarantine rule the pass does not prove
+    needs_sink: ClassVar[bool] = False
 
     def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
-              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
+              lake: Config | None = None, scratch: Scratch | None = None,
+              sink: Sink | None = None) -> DataFrame | FastParse:
         raise NotImplementedError
 
     def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
@@ -62,9 +66,11 @@ class Parser:
         raise NotImplementedError
 
     def remainder(self, spark: SparkSession, staged: DataFrame, files: list[RawFile], schema: TableSchema, *,
-                  scratch: Scratch | None = None) -> tuple[DataFrame, DataFrame | None] | None:
+                  scratch: Scratch | None = None) -> tuple[DataFrame | None, DataFrame | None] | None:
         """A fast parse that did not hold, finished: (its staged rows to keep as they are, the rows
-        to parse again, None: none), or None to parse every file again exactly. By default every
+        to parse again, None: none), or None to parse every file again exactly. The rows to keep
+        may be None where the parse set its other rows apart (FastParse.apart) and every row not
+        set apart is kept: their files may then be the table's as they lie. By default every
         staged row but the EXACT ones, and the exact parse of the files those name."""
         marked = sorted(r[0] for r in staged.filter(F.col(VERDICT) == EXACT).select("source_file").collect())
         log.info("%s: %d file(s) parsed line by line", schema.full_name, len(marked))

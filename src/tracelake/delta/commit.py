@@ -39,7 +39,7 @@ from tracelake.delta.catalog import (
 )
 from tracelake.delta.fingerprint import changed_partitions, unchanged
 from tracelake.delta.layout import SPLIT_ROWS, constant_partition, stage_partition, stage_partition_beside, staged_pieces
-from tracelake.delta.staged_files import commit_staged, commits_staged, staged_rows
+from tracelake.delta.staged_files import append_files, appends_staged, commit_staged, commits_staged, staged_rows
 from tracelake.io import objectstore
 from tracelake.io.staging import Scratch, heal_folder_name, stage, write_staged
 from tracelake.schema import TableSchema
@@ -108,6 +108,10 @@ class StagedRows:
     # a StagedBeside's own rows (not its files'): as staged where its files were linked in, else
     # as computed (None: none)
     computed: DataFrame | None = None
+    # rows to add beside `files` in the same commit (a fast pass's rows parsed exactly), and the
+    # scratch folder to write them to first
+    beside: DataFrame | None = None
+    beside_path: Scratch | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,9 @@ def commit(spark: SparkSession, config: Config, schema: TableSchema, rows: DataF
     frame, files = (rows.frame, rows.files) if isinstance(rows, StagedRows) else (rows, None)
     match mode:
         case MergeByKey(source_files):
+            if isinstance(rows, StagedRows) and rows.files is not None and appends_staged(config) \
+                    and is_empty(spark, ensure_table(spark, config, schema)):
+                return _append_staged(spark, config, schema, rows)
             return _merge_by_key(spark, config, schema, frame, list(source_files))
         case ReplaceFiles(source_files, compare):
             return _replace_by_source(spark, config, schema, frame, list(source_files),
@@ -171,6 +178,16 @@ def commit(spark: SparkSession, config: Config, schema: TableSchema, rows: DataF
     raise TypeError(f"not a write mode: {mode!r}")
 
 
+
+
+def _append_staged(spark: SparkSession, config: Config, schema: TableSchema, rows: StagedRows) -> bool:
+    """A MERGE into an empty table, which only inserts: the staged files added as they lie, with
+    the rows beside them written into files of their own, in one commit (staged_files)."""
+    folders = [rows.files]
+    if rows.beside is not None:
+        write_staged(conform(rows.beside, schema), rows.beside_path)
+        folders.append(rows.beside_path)
+    return append_files(config.table_path(schema.layer, schema.table), [f.local() for f in folders if f.exists()])
 
 
 def _append(df: DataFrame, schema: TableSchema, path: str) -> bool:

@@ -93,3 +93,77 @@ def commit_staged(table_path: str, schema: TableSchema, values: tuple, path: Pat
     table.create_write_transaction(actions, mode="overwrite", schema=table.schema(),
                                    partition_by=list(schema.partition_by),
                                    partition_filters=[(c, "=", v) for c, v in partition.items()])
+
+
+def appends_staged(config: Config) -> bool:
+    """Whether an insert-only write may add staged files as they lie: the local profile, a lake on
+    this machine (commits_staged's rule, for a table without partitions)."""
+    return config.profile == "local" and "://" not in config.lake_root
+
+
+def append_files(table_path: str, folders: list[Path]) -> bool:
+    """Add the Parquet files under `folders` to an unpartitioned table in one append commit,
+    each with its row count and the min/max values and null counts its footer states (the
+    statistics the engine's own write records, so a reader skips files as before). Returns
+    whether a commit was made (no files: none)."""
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction
+
+    table = DeltaTable(table_path)
+    columns = {field.name for field in table.schema().fields}
+    actions = []
+    for staged in sorted(p for folder in folders for p in Path(folder).rglob("*.parquet")):
+        relative = f"part-{uuid.uuid4().hex}-staged.parquet"
+        target = Path(table_path) / relative
+        _link_or_copy(staged, target)
+        stat = target.stat()
+        actions.append(AddAction(relative, stat.st_size, {}, int(stat.st_mtime * 1000), True,
+                                 json.dumps(file_stats(target, columns))))
+    if not actions:
+        return False
+    table.create_write_transaction(actions, mode="append", schema=table.schema(), partition_by=[])
+    return True
+
+
+STATS_STRING_CHARS = 32  # Delta's default prefix for string statistics; a longer value gets none
+
+
+def file_stats(path: Path, columns: set[str]) -> dict:
+    """Delta file statistics from a Parquet footer: numRecords, and per column of the table with
+    statistics in every row group its min, max and null count (strings only when no value is
+    longer than Delta's prefix, so no bound is cut; timestamps as UTC text in milliseconds, the
+    minimum rounded down and the maximum up)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    stats = {"numRecords": meta.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    for j in range(meta.num_columns):
+        column = meta.schema.column(j)
+        if column.path not in columns:  # a staged column beside the table's, or nested
+            continue
+        groups = [meta.row_group(g).column(j).statistics for g in range(meta.num_row_groups)]
+        if not groups or any(g is None or not g.has_null_count for g in groups):
+            continue
+        stats["nullCount"][column.path] = sum(g.null_count for g in groups)
+        bounds = [(g.min, g.max) for g in groups if g.has_min_max]
+        if not bounds:
+            continue
+        low, high = min(b[0] for b in bounds), max(b[1] for b in bounds)
+        if isinstance(low, str) and max(len(low), len(high)) > STATS_STRING_CHARS:
+            continue
+        if isinstance(low, bytes):
+            continue
+        stats["minValues"][column.path], stats["maxValues"][column.path] = _stat_value(low), _stat_value(high, up=True)
+    return stats
+
+
+def _stat_value(value, up: bool = False):
+    from datetime import UTC, datetime, timedelta
+
+    if isinstance(value, datetime):
+        value = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+        cut = value.replace(microsecond=value.microsecond // 1000 * 1000)
+        if up and cut != value:
+            cut += timedelta(milliseconds=1)
+        return cut.strftime("%Y-%m-%dT%H:%M:%S.") + f"{cut.microsecond // 1000:03d}Z"
+    return value

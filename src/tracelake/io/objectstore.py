@@ -216,6 +216,15 @@ def open_input(url: str, buffer_size: int | None = None):
         raise store_error(url, exc) from None
 
 
+def open_seekable(url: str):
+    """The object as a file that seeks: a read of its end fetches that range, not the object."""
+    fs, path = filesystem(url)
+    try:
+        return fs.open_input_file(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise store_error(url, exc) from None
+
+
 def open_raw(path: str):
     """A raw file as a stream where an engine's task runs: a local path, or an object's URL
     (s3://, abfss://, …) opened with the settings the driver uses (the AWS_* variables, a proxy)."""

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -59,6 +60,15 @@ class Scratch:
 
 
 @dataclass(frozen=True)
+class Sink:
+    """Where a pass writes its kept rows itself (io.sinkfiles), and the constant columns the run
+    gives every row it writes to bronze (its lineage), which those files must hold too."""
+
+    folder: Scratch
+    constants: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class FastParse:
     """A fast pass's parse, trusted only once its stored rows are checked (run.parsing.settle_parse).
     Its fields are data: `frame` is the parser contract with io.parse.VERDICT, EXACT on a row that
@@ -81,6 +91,9 @@ class FastParse:
     # False: the parse never holds by itself, its remainder always runs (the AcmeTrace pass: a
     # repeated Time spans files the pass reads apart)
     alone: bool = True
+    # the sink's folder where the pass wrote rows itself, beside `frame`'s: kept rows with the
+    # table's columns, VERDICT and the sink's constants (io.sinkfiles); staged as they are
+    written: Scratch | None = None
 
 
 # what a killed run can leave in a staging folder: a run's own folder (context.Run's run ids) or

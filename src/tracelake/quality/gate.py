@@ -329,7 +329,18 @@ def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: d
     footers = staged_footers(files, asked.values()) if asked else None
     if footers is None:
         return set()
-    return {ident for ident, column in asked.items() if column not in footers.true
+    return cleared_with(asked, footers.true, rows, suite)
+
+
+def cleared_with(checked: Mapping[str, str], true: Collection[str], rows: DataFrame | None,
+                 suite: dict[str, Any]) -> set[str]:
+    """Of the unexpected_rows rules `checked` (id -> the column of staged files that proves it),
+    those whose column is true on no row of the files (`true`: the columns their footers found
+    true on some row) and whose query returns nothing from `rows`, computed beside the files
+    (None: none)."""
+    by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
+    return {ident for ident, column in checked.items() if column not in true
+            and by_id[ident]["type"] == "unexpected_rows_expectation"
             and (rows is None or _query_rows(rows, ident, by_id[ident]["kwargs"]["unexpected_rows_query"]) == 0)}
 
 

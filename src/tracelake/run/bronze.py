@@ -35,7 +35,7 @@ from tracelake.io.parse import (
 )
 from tracelake.io.staging import Scratch, mark_all_kept, parse_path, staged_footers
 from tracelake.io.text import RawFile, unreadable
-from tracelake.quality.gate import GateOutcome, expectation_id, load_suite, run_gate
+from tracelake.quality.gate import GateOutcome, cleared_with, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
 from tracelake.run.context import Run, TableStats, record_results
@@ -70,8 +70,11 @@ class PreparedTable:
     known: tuple[int, int] | None = None  # (rows kept, rows set aside by rules), counted while staged
     repeated: int = 0  # exact re-deliveries of a kept row (io.parse.REPEATED): neither kept nor set aside
     # where the parse is staged, when its files hold exactly the rows to keep (a fast parse that
-    # held whole, no row failed or repeated): the table may then commit those files (_as_staged)
+    # held whole, no row failed or repeated): the table may then commit those files (_as_staged);
+    # or the files of a fast pass's kept rows, with the kept rows parsed exactly `beside` them
     staged: Scratch | None = None
+    beside: DataFrame | None = None
+    kept_apart: bool = False  # `staged` is a fast pass's kept rows, its other rows set apart
 
 
 def prepare_table(
@@ -94,7 +97,8 @@ def prepare_table(
     def project(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
         return staged_form(frame, schema, flags, by_gx, proven, clean).select("*", *lineage_of(run))
     try:
-        settled = settle_parse(spark, parser, files, schema, path, project, lake=config, scratch=run.scratch, suite=suite)
+        settled = settle_parse(spark, parser, files, schema, path, project, lake=config, scratch=run.scratch, suite=suite,
+                               constants=lineage_values(run))
     except TracelakeError:
         raise
     except Exception:  # the engine failed reading: name the file if it is one a user can fix
@@ -103,11 +107,19 @@ def prepare_table(
         raise
     parsed, held, verified = settled.rows, settled.held, dict(settled.checked)
     fate = F.col(VERDICT)
-    footers = staged_footers(path, verified.values(), VERDICT) if held else None  # `parsed` is the files at `path`
-    if footers is not None and footers.worst == KEPT:
+    kept_files, beside = settled.kept_files, settled.beside
+    # `parsed` is the files at `path`, or at kept_files with the rows `beside`
+    footers = staged_footers(kept_files or path, verified.values(), VERDICT) if held or kept_files else None
+    whole_kept = footers is not None and footers.worst == KEPT
+    if whole_kept and kept_files is None:
         rows_read, parse_failed, rows_flagged, rows_clean, repeated = footers.rows, 0, 0, footers.rows, 0
         cleared = {ident for ident, column in verified.items() if column not in footers.true}
+    elif whole_kept:  # the files' rows counted from their footers, the few rows beside them by a scan
+        rows_read, parse_failed, rows_flagged, rows_clean, repeated = (
+            a + b for a, b in zip((footers.rows, 0, 0, footers.rows, 0), _counts(beside)))
+        cleared = cleared_with(verified, footers.true, None if beside is None else beside.filter(fate <= FLAGGED), suite)
     else:
+        kept_files = None
         counts = parsed.agg(  # one scan for every count, and for the rules the parse checked itself
             F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
                                  for c in (fate >= FAILED, fate == FLAGGED, kept(), fate == REPEATED)],
@@ -136,13 +148,32 @@ def prepare_table(
         )
     # rows the rules' columns set aside, and the rest: known exactly unless GX names rows too
     known = None if gate.quarantined else (rows_clean, rows_flagged)
+    if kept_files is not None:  # the files hold kept rows only: the rows set aside are beside them
+        bad = parsed.limit(0) if beside is None else beside.filter(fate >= FAILED)
+        return PreparedTable(table, schema, files, good, bad, gate, rows_read, parse_failed, known, repeated,
+                             kept_files, None if beside is None else beside.filter(kept()), kept_apart=True)
     return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
                          repeated, path if settled.whole and not parse_failed and not repeated else None)
 
 
+def _counts(rows: DataFrame | None) -> tuple[int, int, int, int, int]:
+    """(rows, failed, flagged, kept, repeated) of staged rows, in one scan."""
+    if rows is None:
+        return 0, 0, 0, 0, 0
+    fate = F.col(VERDICT)
+    counts = rows.agg(F.count(F.lit(1)), *[F.coalesce(F.sum(c.cast("int")), F.lit(0))
+                                           for c in (fate >= FAILED, fate == FLAGGED, kept(), fate == REPEATED)]).first()
+    return tuple(int(v) for v in counts)
+
+
+def lineage_values(run: Run) -> dict:
+    """The lineage a run gives every row it writes to bronze, by column."""
+    return {"ingest_run_id": run.run_id, "ingest_ts": run.started}
+
+
 def lineage_of(run: Run) -> list[Column]:
     """The lineage columns a run gives every row it writes to bronze."""
-    return [F.lit(run.run_id).alias("ingest_run_id"), F.lit(run.started).alias("ingest_ts")]
+    return [F.lit(value).alias(name) for name, value in lineage_values(run).items()]
 
 
 def _as_staged(config: Config, prepared: PreparedTable, rows: DataFrame,
@@ -200,15 +231,17 @@ def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepa
         set_aside.select(*raw, "reasons", *lineage)
     )
     names = sorted({name for f in files for name in (f.name, *f.aliases)})
+    moved = None
     if partitions is None:
         kept, moved = _split_keys_stored_elsewhere(spark, config, schema, kept, names)
-        quarantine = quarantine.unionByName(moved.select(*raw, "reasons", *lineage))
-        set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
+        if moved is not None:
+            quarantine = quarantine.unionByName(moved.select(*raw, "reasons", *lineage))
+            set_aside = set_aside.unionByName(moved.select(*set_aside.columns))
     rows = kept.select(*data_cols, "source_file", *lineage)
     unchanged = False  # a merge does not say
     if partitions is None:
         commit(spark, config, q_schema, quarantine, ReplaceFiles(names, compare=[*q_cols, "reasons"]))
-        commit(spark, config, schema, rows, MergeByKey(names))
+        commit(spark, config, schema, _as_appended(run, prepared, rows) if moved is None else rows, MergeByKey(names))
     else:  # partition values come from the files' constants: no row can stray
         clean, flagged = prepared.known or (None, None)
         q_rows = None if flagged is None else prepared.parse_failed + flagged
@@ -218,7 +251,7 @@ def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepa
             partitions, compare=[*data_cols, "source_file"], rows=clean, checked=True, fence=prepared.parse_failed > 0))
     record_results(spark, config, run, prepared.table, gate)
 
-    if partitions is not None and prepared.known is not None:
+    if prepared.known is not None and (partitions is not None or (moved is None and not prepared.gate.sets_rows_aside)):
         rows_kept, rows_quarantined = prepared.known[0], prepared.parse_failed + prepared.known[1]
     else:  # counted, not derived: the tests check read = kept + quarantined
         rows_quarantined = prepared.parse_failed + set_aside.count()
@@ -227,15 +260,32 @@ def _commit_table(spark: SparkSession, config: Config, run: Run, prepared: Prepa
                       partitions=partitions, rows_repeated=prepared.repeated, unchanged=unchanged)
 
 
+def _as_appended(run: Run, prepared: PreparedTable, rows: DataFrame) -> DataFrame | StagedRows:
+    """`rows` (the kept rows with lineage), with the staged files that hold them where a fast
+    pass's kept rows lie in files of their own (prepared.staged, the rows parsed exactly beside
+    them in prepared.beside) and nothing was set aside by a rule: a MERGE into an empty table on
+    this machine may then add those files as they are (delta.commit)."""
+    if not prepared.kept_apart or prepared.known is None or prepared.known[1] or prepared.gate.sets_rows_aside \
+            or not _typed_as_table(prepared):
+        return rows
+    return StagedRows(rows, prepared.staged, beside=prepared.beside, beside_path=run.scratch / f"{prepared.table}-beside")
+
+
+def _typed_as_table(prepared: PreparedTable) -> bool:
+    types = {f.name: f.dataType for f in prepared.good.schema.fields}
+    return all(types.get(f.name) == f.dataType for f in prepared.schema.spark_schema().fields)
+
+
 def _split_keys_stored_elsewhere(
     spark: SparkSession, config: Config, schema: TableSchema, kept: DataFrame, names: list[str]
-) -> tuple[DataFrame, DataFrame]:
+) -> tuple[DataFrame, DataFrame | None]:
     """(kept, moved): a row whose key the table already holds from a file outside this run would
     silently move that key to another file; it is set aside with the reason instead. Ingesting
-    both files in one run moves it (the old file's rows are then replaced)."""
+    both files in one run moves it (the old file's rows are then replaced). moved is None while
+    the table is not there."""
     stored = keys_stored_elsewhere(spark, config, schema, names)
     if stored is None:
-        return kept, kept.limit(0).withColumn("reasons", F.array().cast("array<string>"))
+        return kept, None
     tagged = kept.join(stored, list(schema.keys), "left")
     reason = F.array(F.concat(F.lit("key already stored from "), F.col("_stored_file"),
                               F.lit(", a file not in this run: ingest both together to move it")))

@@ -16,14 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
-from tracelake.io.parse import EXACT, FLAGGED, VERDICT, parse_delimited
-from tracelake.io.staging import ENGINE_ERRORS, FastParse, Scratch, all_kept_mark, exact_path, stage
+from tracelake.io.parse import EXACT, FLAGGED, PARSE_ERRORS, VERDICT, parse_delimited
+from tracelake.io.staging import ENGINE_ERRORS, FastParse, Scratch, Sink, all_kept_mark, apart_folder, exact_path, stage
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import expectation_id, load_suite, proofs
 from tracelake.quality.split import row_flags
@@ -45,16 +46,42 @@ class StagedParse:
     # row the query could return), and the row rules no row fails (gate.run_gate's `settled`)
     checked: Mapping[str, str] = field(default_factory=dict)
     settled: tuple[str, ...] = ()
+    # a fast pass that did not hold whole but whose rows not set apart are every one kept
+    # (its parser's remainder said so): the folder of those files, and the rows parsed exactly
+    # beside them (None: none). `checked` then holds for the files' rows, not for `beside`
+    kept_files: Scratch | None = None
+    beside: DataFrame | None = None
 
 
 def call_parser(spark: SparkSession, parser: Parser | PlainParser | None, files: list[RawFile], schema: TableSchema,
-                lake: Config | None, scratch: Scratch | None) -> DataFrame | FastParse:
-    """The parse of `files`: by `parser`, given the lake and the run's scratch where it says it
-    needs them; with no parser, delimited text with the schema's raw header."""
+                lake: Config | None, scratch: Scratch | None, sink: Sink | None = None) -> DataFrame | FastParse:
+    """The parse of `files`: by `parser`, given the lake, the run's scratch and a sink where it says
+    it needs them; with no parser, delimited text with the schema's raw header."""
     if isinstance(parser, Parser):
+        extra = {"sink": sink} if parser.needs_sink else {}
         return parser.parse(spark, files, schema, lake=lake if parser.needs_lake else None,
-                            scratch=scratch if parser.needs_scratch else None)
+                            scratch=scratch if parser.needs_scratch else None, **extra)
     return (parser or parse_delimited)(spark, files, schema)
+
+
+def sink_path(path: str | Path | Scratch) -> Scratch:
+    """Where a parse staged at `path` lets its pass write kept rows itself (io.staging.Sink)."""
+    return Scratch(f"{str(path).rstrip('/')}-written")
+
+
+def _with_written(spark: SparkSession, staged: DataFrame, written: Scratch) -> DataFrame:
+    """The staged rows and the rows the pass wrote itself, as one frame of the staged columns (a
+    column the written files do not hold is null, or an empty array of problems)."""
+    if not written.exists():
+        return staged
+    files = spark.read.parquet(str(written))
+    have = set(files.columns)
+    # no problems: an empty array that depends on a row (a literal one is folded by Spark's
+    # optimizer into the queries over it, where `problems[0]` then fails even behind a filter)
+    empty = F.slice(F.array(F.col(VERDICT).cast("string")), 1, 0)
+    fill = {f.name: empty.cast(f.dataType) if f.name == PARSE_ERRORS else F.lit(None).cast(f.dataType)
+            for f in staged.schema.fields if f.name not in have}
+    return staged.unionByName(files.select(*[fill.get(c, F.col(c)).alias(c) for c in staged.columns]))
 
 
 def _as_given(frame: DataFrame, proven: Collection[str], clean: bool = False) -> DataFrame:
@@ -73,7 +100,7 @@ def _staged(frame: DataFrame, path: str | Path | Scratch, apart: str | None = No
 def settle_parse(
     spark: SparkSession, parser: Parser | PlainParser | None, files: list[RawFile], schema: TableSchema,
     path: str | Path | Scratch, project: Project | None = None, *, lake: Config | None = None,
-    scratch: Scratch | None = None, suite: dict | None = None,
+    scratch: Scratch | None = None, suite: dict | None = None, constants: Mapping[str, Any] | None = None,
 ) -> StagedParse:
     """The parse of `files` staged at `path` as `project` gives it (the bronze step's staged form
     with the run's lineage; None: as parsed), checked and made whole (module docstring). Staging and
@@ -85,7 +112,9 @@ def settle_parse(
     flags, _ = row_flags(suite)
     uniques = unique_rules(flags)
     unique_ids = tuple(expectation_id(exp) for exp in uniques)
-    parse = call_parser(spark, parser, files, schema, lake, scratch)
+    sink = Sink(sink_path(path), dict(constants or {}))
+    sink.folder.remove()
+    parse = call_parser(spark, parser, files, schema, lake, scratch, sink)
     if not isinstance(parse, FastParse):
         if not uniques:
             return StagedParse(stage(project(parse, ()), path), held=False, whole=True)
@@ -97,17 +126,32 @@ def settle_parse(
     own = scratch if parser.needs_scratch else None
     settled = (*[i for i, column in proven.items() if column is None], *(unique_ids if parse.needs_raw else ()))
     staged = _staged(project(parse.frame, settled, parse.clean), path, parse.apart)
+    if staged is not None and parse.written is not None:
+        staged = _with_written(spark, staged, parse.written)
     if staged is not None and _holds(staged, parse, uniques):
         return StagedParse(staged, held=True, whole=True, checked={i: c for i, c in proven.items() if c is not None},
                            settled=settled)
     if staged is not None and (finished := parser.remainder(spark, staged, files, schema, scratch=own)) is not None:
         good, again = finished
+        if good is None:  # the rows not set apart, whole: their files are kept as they lie
+            return _kept_apart(spark, staged, parse.written or apart_folder(path, False),
+                               None if again is None else stage(project(again, ()), exact_path(path)),
+                               {i: c for i, c in proven.items() if c is not None})
         if again is None:
             return StagedParse(good, held=False, whole=False)
         return StagedParse(good.unionByName(stage(project(again, ()), exact_path(path)), allowMissingColumns=True),
                            held=False, whole=False)
     return StagedParse(stage(project(parser.exact(spark, files, schema, scratch=own), ()), path),
                        held=False, whole=False)
+
+
+def _kept_apart(spark: SparkSession, staged: DataFrame, folder: Scratch, beside: DataFrame | None,
+                checked: Mapping[str, str]) -> StagedParse:
+    """A fast parse whose rows in `folder` (those not set apart, or those its pass wrote itself)
+    are all kept, with the rows parsed exactly beside them."""
+    fast = _with_written(spark, staged.limit(0), folder)
+    rows = fast if beside is None else fast.unionByName(beside, allowMissingColumns=True)
+    return StagedParse(rows, held=False, whole=False, checked=checked, kept_files=folder, beside=beside)
 
 
 def _holds(staged: DataFrame, parse: FastParse, uniques: list[dict]) -> bool:

@@ -48,11 +48,13 @@ def _t(*parts: int) -> datetime:
 
 def _staged(spark, parser, files, staging: Path, table: str):
     """A parse as an ingest stages it (run.parsing.settle_parse with the bronze step's projection:
-    raw text kept for the rows set aside only); the one pass falls back as in an ingest."""
+    raw text kept for the rows set aside only); the one pass falls back as in an ingest. The
+    pass's own columns (its rows' kinds, series and lines) are left out, to compare rows."""
     schema = load_schema(table)
     return settle_parse(spark, parser, files, schema, parse_path(staging, table),
                         lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean),
-                        scratch=Scratch(str(staging)), suite={"expectations": []}).rows
+                        scratch=Scratch(str(staging)), suite={"expectations": []}).rows.drop(
+        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, widepass.ASIDE)
 
 
 def _given(frame):
@@ -324,7 +326,7 @@ def test_one_pass_equals_the_exact_parse_row_for_row(spark, month, tmp_path):
     assert_same_rows(fast, exact)
     cells, distinct = reference_cells(month)[UTIL]
     assert (fast.count(), fast.filter(F.size(PARSE_ERRORS) == 0).count()) == (cells, distinct)
-    assert list(tmp_path.glob("pass/acme-repeats-*/ranked"))  # the repeated lines went the exact way
+    assert list(tmp_path.glob("pass/acme-raw-*/ranked"))  # the repeated lines went the exact way
     assert not list(tmp_path.glob("pass/acme-cells-*"))  # and no file was parsed exactly whole
 
 
@@ -357,29 +359,66 @@ def _file_row(path: Path, month: Path, dictionary: bool = False) -> dict:
     """widepass's input row for one generated file (utilization.pass_rows)."""
     header = utilization.read_header(str(path), path.name)
     raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
-    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0}
+    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0, "file_id": 0}
     [row] = utilization.pass_rows([raw], [entry], [utilization.utilization_header_rows(0, raw, header)], dictionary)
     return dict(zip(widepass.FILE_COLUMNS, row))
 
 
 @pytest.mark.portable
 def test_wide_pass_reads_a_file_in_blocks_as_the_exact_cells(month, monkeypatch):
-    """widepass alone, no engine: blocks of a few lines give the same cells as one block, one
-    line row per line, and no marker for a good file; strings as dictionaries or decoded alike."""
+    """widepass alone, no engine: blocks of a few lines give the same cells as one block, the
+    lines of a repeated Time handed over whole (never cut by a block's end) and no marker for a
+    good file; strings as dictionaries or decoded alike."""
     path = month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv"
     whole = pa.concat_tables([t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month, True))])
-    monkeypatch.setattr(widepass, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(widepass, "BLOCK_BYTES", 1024)
     blocks = list(widepass.one_file(_file_row(path, month)))
-    assert len(blocks) > 4
-    kinds = pa.concat_tables(blocks).column(widepass.KIND).to_pylist()
-    assert widepass.MARKER not in kinds
-    with open(path) as fh:
-        assert kinds.count(widepass.LINE) == sum(1 for _ in fh) - 1
+    assert len(blocks) > 10
+    both = pa.concat_tables(blocks)
+    assert widepass.MARKER not in both.column(widepass.KIND).to_pylist()
+    lines = path.read_text().splitlines()[1:]
+    times = [line.split(",")[0] for line in lines]
+    repeated = [line for line in lines if times.count(line.split(",")[0]) > 1]
+    assert len(repeated) >= 2
+    for table in (whole, both):
+        handed = table.filter(pa.compute.equal(table.column(widepass.KIND), widepass.RAW))
+        assert sorted(handed.column(widepass.LINE).to_pylist()) == sorted(repeated)
     key = ["ts", "node_ip", "gpu_index", "value"]
-    cells = [t.filter(pa.compute.equal(t.column(widepass.KIND), widepass.CELL)).select(key) for t in (whole, pa.concat_tables(blocks))]
+    cells = [t.filter(pa.compute.equal(t.column(widepass.KIND), widepass.CELL)).select(key) for t in (whole, both)]
     assert sorted(cells[0].to_pylist(), key=str) == sorted(cells[1].to_pylist(), key=str)
-    written = sum(1 for line in path.read_text().splitlines()[1:] for v in line.split(",")[1:] if v)
+    written = sum(1 for line in lines if line not in repeated for v in line.split(",")[1:] if v)
     assert cells[0].num_rows == written
+
+
+@pytest.mark.portable
+def test_wide_pass_hands_over_the_lines_where_another_file_has_times_too(month, tmp_path):
+    """The July and August files of a metric share a stretch of Times: each file's lines in it
+    are handed over whole, the rest unpivoted; a file whose Times go back is a marker."""
+    folder = month / "utilization" / "seren"
+    files = [RawFile(str(folder / f"GPU_UTIL-2023-0{m}.csv"), f"GPU_UTIL-2023-0{m}.csv",
+                     {"cluster": "seren", "metric": "GPU_UTIL", "month": f"2023-0{m}", "unit": "percent"}) for m in (7, 8)]
+    entries, per_file = [], []
+    for i, raw in enumerate(files):
+        header = utilization.read_header(raw.path, raw.name)
+        entries.append({"time_pos": 0, "n_cols": len(header.names), "series_id": 0, "file_id": i})
+        per_file.append(utilization.utilization_header_rows(i, raw, header))
+    spans, overlaps = utilization.time_spans(files, entries)
+    july, august = ([int(line.split(",")[0]) for line in Path(f.path).read_text().splitlines()[1:]] for f in files)
+    assert spans == [[july[0], july[-1]], [august[0], august[-1]]]
+    assert overlaps == [[[august[0], july[-1]]], [[august[0], july[-1]]]]
+    rows = {r[1]: dict(zip(widepass.FILE_COLUMNS, r)) for r in utilization.pass_rows(files, entries, per_file, False)}
+    shared = set(july) & set(august)
+    for name, times in (("GPU_UTIL-2023-07.csv", july), ("GPU_UTIL-2023-08.csv", august)):
+        out = pa.concat_tables(widepass.one_file(rows[name]))
+        handed = out.filter(pa.compute.equal(out.column(widepass.KIND), widepass.RAW))
+        expected = [t for t in times if t in shared or times.count(t) > 1]
+        assert sorted(int(line.split(",")[0]) for line in handed.column(widepass.LINE).to_pylist()) == sorted(expected)
+    out_of_order = {**rows["GPU_UTIL-2023-07.csv"], "span_json": None, "overlaps_json": "[]"}
+    text = Path(files[0].path).read_text().splitlines()
+    bad = tmp_path / "out_of_order.csv"
+    bad.write_text("\n".join([text[0], text[3], text[1], *text[4:]]) + "\n")
+    kinds = pa.concat_tables(widepass.one_file({**out_of_order, "path": str(bad)})).column(widepass.KIND).to_pylist()
+    assert kinds[-1] == widepass.MARKER
 
 
 @pytest.mark.portable

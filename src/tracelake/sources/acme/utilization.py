@@ -46,6 +46,7 @@ A/B rows by missing values); no IPMI file was available to check it.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -60,10 +61,11 @@ from pyspark.sql import functions as F
 from tracelake.api.contract import FastParse, Parser, TableInput
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
-from tracelake.io import progress
+from tracelake.io import objectstore, progress
 from tracelake.io.frames import takes_dictionary_strings, union_all
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
-from tracelake.io.staging import Scratch, stage, write_staged
+from tracelake.io.sinkfiles import sink_spec
+from tracelake.io.staging import Scratch, Sink, stage, write_staged
 from tracelake.io.storetree import as_folder, listed_size
 from tracelake.io.text import (
     HEADER_AGAIN,
@@ -77,7 +79,7 @@ from tracelake.io.text import (
 )
 from tracelake.io.unpack import check_lines
 from tracelake.schema import TableSchema
-from tracelake.sources.acme import unpivot, widepass
+from tracelake.sources.acme import widepass
 from tracelake.sources.acme.unpivot import (
     FILE_INTS,
     Repeats,
@@ -430,24 +432,104 @@ def parse_utilization(
 PASS_REASON = "file parsed line by line"  # a marker's or line row's; never stored: rest drops them
 
 
-def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool) -> list[tuple]:
+TAIL_BYTES = 1 << 20  # read from a file's end for its last line (a release line is ~12 kB at 2,000 columns)
+UNKNOWN_SPAN = [-widepass.MAX_EPOCH_S, widepass.MAX_EPOCH_S]  # a file whose Times the driver cannot read
+
+
+def _last_line(path: str) -> bytes:
+    """The file's last non-empty line: of a plain file from a ranged read of its end; a `.gz`
+    one is inflated through (only a series of several files asks, see time_spans)."""
+    if path.endswith(".gz"):
+        tail = b""
+        with gzip.open(path if "://" not in path else objectstore.open_raw(path), "rb") as fh:
+            while chunk := fh.read(8 * 2**20):
+                tail = (tail + chunk)[-TAIL_BYTES:]
+    else:
+        handle = objectstore.open_seekable(path) if "://" in path else open(path, "rb")
+        with handle as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - TAIL_BYTES))
+            tail = fh.read(TAIL_BYTES)
+    lines = tail.rstrip(b"\r\n").rsplit(b"\n", 1)
+    if len(lines) < 2 and len(tail) >= TAIL_BYTES:
+        raise ValueError("the last line is longer than the tail read")
+    return lines[-1]
+
+
+def first_and_last_time(raw: RawFile, time_pos: int) -> list[int] | None:
+    """The Time of the file's first and last data lines, as epoch seconds; None when either is
+    not a plain whole number (the pass then fails the file, or finds it where these say)."""
+    try:
+        with open_text(raw.path) as fh:
+            fh.readline()
+            first = fh.readline().rstrip("\r\n")
+        last = _last_line(raw.path).decode("utf-8")
+        return [int(first.split(",")[time_pos]), int(last.split(",")[time_pos])]
+    except (ValueError, IndexError, OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+        return None
+
+
+def time_spans(files: list[RawFile], entries: list[dict]) -> tuple[list, list]:
+    """(each file's [first, last] Time or None, the Time ranges where another file of its series
+    has lines): a line of one of those ranges may repeat a Time of another file, so the pass
+    hands it to the exact parse. Only a series of several files reads its files' ends."""
+    by_series: dict[int, list[int]] = {}
+    for i, e in enumerate(entries):
+        by_series.setdefault(e["series_id"], []).append(i)
+    spans: list = [None] * len(files)
+    overlaps: list = [[] for _ in files]
+    for members in by_series.values():
+        if len(members) < 2:
+            continue
+        for i in members:
+            spans[i] = first_and_last_time(files[i], entries[i]["time_pos"])
+        for i in members:
+            low, high = spans[i] or UNKNOWN_SPAN
+            for j in members:
+                other_low, other_high = spans[j] or UNKNOWN_SPAN
+                if j != i and max(low, other_low) <= min(high, other_high):
+                    overlaps[i].append([max(low, other_low), min(high, other_high)])
+    return spans, overlaps
+
+
+def whole_overlaps(entries: list[dict], spans: list, overlaps: list) -> set[int]:
+    """The series a file of which may repeat every one of its Times in another file (a metric both
+    unsplit and split, a file whose Times could not be read): those series are parsed exactly,
+    in groups of files, rather than handed over a line at a time."""
+    return {e["series_id"] for e, span, ranges in zip(entries, spans, overlaps)
+            if ranges and (span is None or span in ranges)}
+
+
+def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool,
+              sink: Sink | None = None) -> list[tuple]:
     """widepass's input, one row per file (FILE_COLUMNS), largest file first so that the engine's
-    round-robin spreads the large files over its partitions."""
+    round-robin spreads the large files over its partitions; with a sink, where the pass writes
+    its cell rows itself."""
+    spans, overlaps = time_spans(files, entries)
+    exact = whole_overlaps(entries, spans, overlaps)
     rows = []
-    for raw, entry, header_rows in sorted(zip(files, entries, per_file), key=lambda t: -file_size(t[0])):
+    for i in sorted(range(len(files)), key=lambda i: -file_size(files[i])):
+        raw, entry, header_rows = files[i], entries[i], per_file[i]
         facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
         rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
-                     entry["series_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts), dictionary))
+                     entry["series_id"], entry["file_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts),
+                     dictionary, None if spans[i] is None else json.dumps(spans[i]), json.dumps(overlaps[i]),
+                     entry["series_id"] in exact, None if sink is None else sink_spec(str(sink.folder), sink.constants)))
     return rows
 
 
+PASS_FILES = ("path string, source_file string, cluster string, metric string, unit string, series_id int, "
+              "file_id int, time_pos int, n_cols int, columns_json string, dictionary boolean, span_json string, "
+              "overlaps_json string, exact boolean, sink_json string")
+
+
 def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
-             schema: TableSchema) -> DataFrame:
-    """The parse contract of `files` from widepass, one pass each, with its KIND column: its line
-    and marker rows carry a parse problem, so that nothing counts them as rows if they stayed."""
-    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark))
-    frame = spark.createDataFrame(rows, "path string, source_file string, cluster string, metric string, unit string, "
-                                        "series_id int, time_pos int, n_cols int, columns_json string, dictionary boolean")
+             schema: TableSchema, sink: Sink | None = None) -> DataFrame:
+    """The parse contract of `files` from widepass, one pass each, with its KIND column: its raw
+    and marker rows carry a parse problem, so that nothing counts them as rows if they stayed.
+    With a sink the cell rows are in its files instead (widepass writes them)."""
+    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark), sink)
+    frame = spark.createDataFrame(rows, PASS_FILES)
     # files read at once: each costs its task ~2 GB while its rows are staged (measured on Sail
     # 0.7.2, 2,000 columns: 4 files at once peaked at 8.2 GB, 2 at 4.75 GB), and tasks beyond
     # the cores add memory, not speed
@@ -455,31 +537,28 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     out = frame.repartition(max(1, partitions)).mapInArrow(progress.tallying(widepass.parse_files, tally), widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
-    row_id = F.concat_ws("|", F.col("source_file"), F.unix_micros("ts").cast("string"), F.col("node_ip"),
-                         F.col("gpu_index").cast("string"), F.col("ib_device"))
     return out.select(
         *[F.col(c.name) for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
-        row_id.alias(ROW_ID),
+        F.lit(None).cast("string").alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
-        widepass.KIND, widepass.SERIES,
+        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, (~cell).alias(widepass.ASIDE),
     )
 
 
-def repeated_line_cells(spark: SparkSession, entries: list[dict], header: DataFrame, keys: list[str],
-                        staging: Path) -> DataFrame:
-    """The exact parse of only the lines whose key (unpivot.line_key of series and Time) is in
-    `keys`: their cells exploded a group of files per job, ranked (rank_in_parts) and finished
-    as the exact parse finishes a repeated line's cells."""
-    folder = Scratch(str(staging)) / f"acme-repeats-{uuid.uuid4().hex[:8]}"
-    repeats = Repeats(keys, None)
-
-    def group_cells(group: list[dict]) -> DataFrame:
-        lines = mark_repeated_lines(split_lines(read_wide_lines(spark, group), LOCAL_ZONE), UTIL_LINE_KEYS, repeats)
-        return explode_cells(lines.filter(F.col("repeated")))
-
-    cells = stage_parts([group_cells(g) for g in file_groups(entries, GROUP_BYTES)], folder / "cells")
-    return contract_rows(rank_in_parts(cells, header, UTIL_KEYS, folder / "ranked"), _util_data())
+def raw_line_cells(spark: SparkSession, raw: DataFrame, entries: list[dict], header: DataFrame,
+                   staging: Path) -> DataFrame:
+    """The exact parse of the lines the pass handed over (widepass's raw rows: file id and line):
+    every line of a Time that may repeat is among them, so the repeats are found, ranked
+    (rank_in_parts) and finished here as the exact parse does it, without reading a file again."""
+    folder = Scratch(str(staging)) / f"acme-raw-{uuid.uuid4().hex[:8]}"
+    ints = spark.createDataFrame([tuple(int(e[n]) for n in FILE_INTS) for e in entries],
+                                 ", ".join(f"{n} int" for n in FILE_INTS))
+    lines = raw.join(F.broadcast(ints), "file_id")
+    cells = stage_parts([explode_cells(mark_repeated_lines(split_lines(lines, LOCAL_ZONE), UTIL_LINE_KEYS))],
+                        folder / "cells")
+    ranked = rank_in_parts(cells.filter(F.col("repeated")), header, UTIL_KEYS, folder / "ranked")
+    return contract_rows(ranked.unionByName(single_cells(cells.filter(~F.col("repeated")), header)), _util_data())
 
 
 def _bad_header_series(files: list[RawFile], per_file: list[list[tuple]]) -> set[tuple[str, str]]:
@@ -498,13 +577,15 @@ class UtilizationParser(Parser):
 
     name = "acme.utilization"
     needs_scratch = True
+    needs_sink = True
 
     def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
               scratch: Scratch | None = None) -> DataFrame:
         return parse_utilization(spark, files, schema, scratch)
 
     def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
-              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
+              lake: Config | None = None, scratch: Scratch | None = None,
+              sink: Sink | None = None) -> DataFrame | FastParse:
         if scratch is None:
             return self.exact(spark, files, schema)
         entries, _, per_file = _utilization_inputs(spark, files)
@@ -513,48 +594,41 @@ class UtilizationParser(Parser):
         if not chosen:
             return self.exact(spark, files, schema, scratch=scratch)
         frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
-                         [per_file[i] for i in chosen], schema)
-        return FastParse(frame, alone=False)  # the line rows are always dropped by the remainder
+                         [per_file[i] for i in chosen], schema, sink)
+        # not alone: the raw rows are parsed by the remainder; the cells are the sink's files, or
+        # (with no sink) staged apart from the raw rows
+        if sink is not None:
+            return FastParse(frame, alone=False, written=sink.folder)
+        return FastParse(frame, alone=False, apart=widepass.ASIDE)
 
     def remainder(self, spark: SparkSession, staged: DataFrame, files: list[RawFile], schema: TableSchema, *,
                   scratch: Scratch | None = None) -> tuple[DataFrame, DataFrame | None]:
         """The pass's cells but those of a series a file of which failed a check (every file of
-        such a series is parsed exactly) and those of repeated (series, Time) keys (their lines
-        parsed exactly, ranked as before); the line and marker rows dropped."""
+        such a series is parsed exactly), and the exact parse of the lines it handed over (the
+        lines of a Time that may repeat; raw_line_cells); the raw and marker rows dropped."""
         entries, header, per_file = _utilization_inputs(spark, files)
         exact_series = _bad_header_series(files, per_file)
         series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
         series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
         kind, series = F.col(widepass.KIND), F.col(widepass.SERIES)
         failed = {r[0] for r in staged.filter(kind == widepass.MARKER).select(series).distinct().collect()}
-        lines = staged.filter(kind == widepass.LINE).groupBy(widepass.SERIES, "ts").count()
-        found = lines.filter(F.col("count") > 1).select(series, F.unix_micros("ts").alias("us"))
-        repeated = found.limit(unpivot.MAX_INLINE_KEYS + 1).collect()
         exact = {series_ids[s] for s in exact_series} | failed
-        if len(repeated) > unpivot.MAX_INLINE_KEYS:  # e.g. a metric both unsplit and split: those series exactly
-            exact |= {r[0] for r in found.select(series).distinct().collect()}
-            repeated = []
-        keys = sorted({(int(r[0]), int(r[1])) for r in repeated if r[0] not in exact})
-        # one test per row, cheap on every scan of the kept rows: whole-second Times (the pass
-        # takes no other) plus a series id below a million name a (series, Time) key uniquely
-        drop = F.lit(False)
-        if exact:
-            drop = drop | series.isin(sorted(exact))
-        if keys:
-            drop = drop | (F.unix_micros("ts") + series).isin([us + s for s, us in keys])
-        good = staged.filter((kind == widepass.CELL) & ~drop).drop(widepass.KIND, widepass.SERIES)
-        log.info("%s: %d series parsed line by line, %d repeated Time key(s)", UTILIZATION_TABLE, len(exact), len(keys))
+        kept = ~series.isin(sorted(exact)) if exact else F.lit(True)
+        # every cell row kept (None: their files as they lie) unless a series is parsed exactly
+        good = staged.filter((kind == widepass.CELL) & kept) if exact else None
+        raw = staged.filter((kind == widepass.RAW) & kept).select(F.col(widepass.FILE).alias("file_id"),
+                                                                  F.col(widepass.LINE).alias("line"))
         parts = []
         if exact:
             chosen = [e for e in entries if e["series_id"] in exact]
-            for raw, entry in zip(files, entries):  # the engine reads these as text: no line past the bound
+            for raw_file, entry in zip(files, entries):  # the engine reads these as text: no line past the bound
                 if entry["series_id"] in failed:
-                    check_lines(raw.path, raw.name)
+                    check_lines(raw_file.path, raw_file.name)
             parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), scratch))
-        if keys:
-            with_keys = {s for s, _ in keys}
-            chosen = [e for e in entries if e["series_id"] in with_keys]
-            parts.append(repeated_line_cells(spark, chosen, header, [f"{s}|{us}" for s, us in keys], scratch))
+        handed = raw.count()
+        if handed:
+            parts.append(raw_line_cells(spark, raw, entries, header, scratch))
+        log.info("%s: %d series parsed line by line, %d line(s) handed over", UTILIZATION_TABLE, len(exact), handed)
         return good, union_all(parts) if parts else None
 
 

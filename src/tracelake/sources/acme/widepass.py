@@ -1,23 +1,27 @@
 """One pass over each wide metric file (DCGM, Prometheus): read, checked and unpivoted in Arrow.
 
-A file is the unit: the function reads it with pyarrow's streaming CSV reader (by path, where
-the engine's task runs: a local path or an object's URL, io.objectstore.open_input; `.gz`
-decompressed on the way), a block of lines at a time so memory does not grow with the file, and turns each block
-into long rows with numpy: one row per non-empty cell, its node, GPU and IB device from the
-header facts the driver parsed once per file (utilization.utilization_header_rows).
+A file is the unit: the function reads it (by path, where the engine's task runs: a local path
+or an object's URL, io.objectstore.open_raw; `.gz` decompressed on the way) a block of whole
+lines at a time, so memory does not grow with the file, parses each block with pyarrow's CSV
+reader and turns it into long rows with numpy: one row per non-empty cell, its node, GPU and IB
+device from the header facts the driver parsed once per file (utilization.utilization_header_rows).
 
 What it checks, and what it does when a check fails: every line has the header's field count
 (an empty line or a stray comma fails the read), Time is a whole number of epoch seconds under
-1e11 on every line, and every non-empty cell is a finite number pyarrow reads as a double (a
-subset of what the exact parse's cast accepts, to the same value: no space, quote, `nan` or
-`inf`). A file that fails any check yields a marker row (KIND `marker`); what it yielded before
-is dropped with it: utilization.UtilizationParser.remainder parses every file of that file's series
-(cluster, metric) line by line, so every quarantine row and reason is the exact parse's.
+1e11 on every line, the Times never go back (a release export is in time order) and begin and
+end where the driver found them, and every non-empty cell is a finite number pyarrow reads as a
+double (a subset of what the exact parse's cast accepts, to the same value: no space, quote,
+`nan` or `inf`). A file that fails any check yields a marker row (KIND `marker`); every file of
+its series (cluster, metric) is then parsed line by line (utilization.UtilizationParser.remainder),
+so every quarantine row and reason is the exact parse's.
 
-Duplicate Time rows need the other files of a series (the monthly files of a metric), which this
-function does not see: it yields one `line` row per line (cluster, metric, ts), and the caller
-finds the (series, Time) keys that more than one line has, takes their cells from the exact
-parse of those lines alone (ranked as before), and drops the pass's cells of those keys.
+A line whose Time another line may share is not unpivoted: the pass hands over its text (KIND
+`raw`), and the exact parse ranks those lines' cells. Such a line is one of a run of equal Times
+in the file (the Times are in order, so the lines of one Time are adjacent; a block's last run is
+held back for the next block, so a run is never cut), or a line whose Time lies where another
+file of the series has lines too (`overlaps`, from each file's first and last Time, which the
+driver reads from the files' ends). Every cell row the pass gives is then one no other line can
+repeat: the cells are the table's rows as they are, and no file is read twice.
 """
 
 from __future__ import annotations
@@ -32,22 +36,33 @@ import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore, progress
 from tracelake.io.frames import arrow_ddl
+from tracelake.io.parse import KEPT, VERDICT
+from tracelake.io.sinkfiles import TEXT, SinkFile
 from tracelake.schema import RESERVED_PREFIX
 
-KIND = f"{RESERVED_PREFIX}kind"  # cell: a long row; line: one per line read (for repeated keys); marker: parse exactly
-SERIES = f"{RESERVED_PREFIX}series"  # the file's series id: the caller drops rows by (series, Time) with one cheap test
-CELL, LINE, MARKER = 0, 1, 2
+KIND = f"{RESERVED_PREFIX}kind"  # cell: a long row; raw: a line for the exact parse; marker: parse the series exactly
+SERIES = f"{RESERVED_PREFIX}series"  # the file's series id: the caller drops a failed series' rows with one cheap test
+LINE = f"{RESERVED_PREFIX}line"  # a raw row's line, as the exact parse reads it (line end removed)
+FILE = f"{RESERVED_PREFIX}file"  # a raw row's file id (the exact parse's file_id)
+ASIDE = f"{RESERVED_PREFIX}aside"  # true but on a cell row: staged apart, so the cells' files are the table's
+CELL, RAW, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
-FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "series_id", "time_pos", "n_cols",
-                "columns_json", "dictionary")
+MAX_HELD_BYTES = 64 * 2**20  # a line, or a run of one Time, longer than this: the exact parse (its own bounds)
+FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "series_id", "file_id", "time_pos", "n_cols",
+                "columns_json", "dictionary", "span_json", "overlaps_json", "exact", "sink_json")
 TS = pa.timestamp("us", tz="UTC")
 OUTPUT = pa.schema([
     ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
-    ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()),
+    ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()), (FILE, pa.int32()), (LINE, pa.string()),
 ])
 OUTPUT_DDL = arrow_ddl(OUTPUT)
+# a cell row as the pass writes it itself (io.sinkfiles): the table's columns, its series, its verdict
+WRITTEN = [("cluster", TEXT), ("metric", TEXT), ("ts", TS), ("node_ip", TEXT), ("gpu_index", pa.int32()),
+           ("ib_device", TEXT), ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT), (KIND, pa.int8()),
+           (SERIES, pa.int32()), (VERDICT, pa.int8())]
+NEWLINE = ord("\n")
 
 
 class NeedsExact(Exception):
@@ -62,22 +77,33 @@ def _open(path: str):
     return pa.CompressedInputStream(stream, "gzip") if path.endswith(".gz") else stream
 
 
-def _reader(stream, n_cols: int, time_pos: int) -> pcsv.CSVStreamingReader:
-    names = [f"c{i}" for i in range(n_cols)]
-    types = {name: pa.float64() for name in names}
-    types[names[time_pos]] = pa.int64()
-    return pcsv.open_csv(
-        stream,
-        read_options=pcsv.ReadOptions(use_threads=False, column_names=names, skip_rows=1, block_size=BLOCK_BYTES),
-        parse_options=pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False),
-        convert_options=pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
-                                            quoted_strings_can_be_null=False),
-    )
+def whole_lines(stream, block_bytes: int) -> Iterator[bytes]:
+    """The stream's bytes after its header line, in blocks that end at a line end (the last one
+    may not): a line is never cut."""
+    rest, header = b"", True
+    while chunk := stream.read(block_bytes):
+        data = rest + chunk
+        if header:
+            start = data.find(b"\n") + 1
+            if not start:
+                rest = data
+                continue
+            data, header = data[start:], False
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if len(rest) > MAX_HELD_BYTES:
+            raise NeedsExact("a line is longer than a block may hold")
+        if cut:
+            yield data[:cut]
+    if rest and not header:
+        yield rest
 
 
 class WideFile:
     """One file's constants and header facts, as the driver gave them (FILE_COLUMNS): per value
-    column [position, node, GPU index or null, IB device or null].
+    column [position, node, GPU index or null, IB device or null]; its first and last Time
+    (`span_json`, null when the driver could not read them) and the Time ranges where another
+    file of its series has lines (`overlaps_json`).
 
     Strings leave as dictionary arrays (indices into the file's few names) when the engine takes
     them for a string column (`dictionary`, probed by the caller: Sail does, classic Spark does
@@ -87,11 +113,21 @@ class WideFile:
         self.row = row
         facts = json.loads(row["columns_json"])
         self.time_pos = int(row["time_pos"])
+        self.n_cols = int(row["n_cols"])
         self.positions = np.array([f[0] for f in facts], np.int64)
         self.nodes = pa.array([f[1] for f in facts], pa.string())
         self.gpus = np.array([-1 if f[2] is None else f[2] for f in facts], np.int32)
         self.ibs = pa.array([f[3] for f in facts], pa.string())
         self.dictionary = bool(row["dictionary"])
+        self.span = json.loads(row["span_json"]) if row.get("span_json") else None
+        self.overlaps = json.loads(row.get("overlaps_json") or "[]")
+        names = [f"c{i}" for i in range(self.n_cols)]
+        types = {name: pa.float64() for name in names}
+        types[names[self.time_pos]] = pa.int64()
+        self.read_options = dict(use_threads=False, column_names=names)
+        self.parse_options = pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False)
+        self.convert_options = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
+                                                   quoted_strings_can_be_null=False)
 
     def _strings(self, names: pa.Array, index: np.ndarray) -> pa.Array:
         strings = pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), names)
@@ -110,31 +146,70 @@ class WideFile:
     def marker(self) -> pa.Table:
         return pa.table(self._rows(1, MARKER))
 
-    def lines(self, ts: np.ndarray) -> pa.Table:
-        row = self._rows(len(ts), LINE)
-        row["ts"] = pa.array(ts, TS)
-        return pa.table(row)
+    def parse(self, block: bytes) -> tuple[pa.Table, np.ndarray]:
+        """(the block's lines parsed, the byte offset where each line starts, and the block's end)."""
+        options = pcsv.ReadOptions(**self.read_options, block_size=len(block) + 1)
+        table = pcsv.read_csv(pa.py_buffer(block), read_options=options, parse_options=self.parse_options,
+                              convert_options=self.convert_options)
+        ends = np.flatnonzero(np.frombuffer(block, np.uint8) == NEWLINE) + 1
+        if not block.endswith(b"\n"):
+            ends = np.append(ends, len(block))
+        if len(ends) != table.num_rows:  # a line end the CSV reader saw and a text reader would not
+            raise NeedsExact("line ends differ")
+        return table, np.concatenate([[0], ends])
 
-    def cells(self, batch: pa.RecordBatch) -> tuple[np.ndarray, pa.Table]:
-        """(the block's Time as epoch micros, its non-empty cells as long rows, column by column)."""
-        time = batch.column(self.time_pos)
+    def seconds(self, table: pa.Table) -> np.ndarray:
+        time = table.column(self.time_pos)
         if time.null_count:
             raise NeedsExact("a Time is empty")
         seconds = time.to_numpy()
         if len(seconds) and int(np.abs(seconds).max()) >= MAX_EPOCH_S:
             raise NeedsExact("a Time is out of range")
-        ts = seconds * 1_000_000
-        n_lines = len(ts)
-        values = np.empty((len(self.positions), n_lines))
-        nulls = 0
+        if len(seconds) > 1 and bool((np.diff(seconds) < 0).any()):
+            raise NeedsExact("the Times go back")
+        return seconds
+
+    def aside(self, seconds: np.ndarray) -> np.ndarray:
+        """Lines another line may repeat: a run of equal Times, or a Time in an overlap."""
+        same = np.zeros(len(seconds), bool)
+        if len(seconds) > 1:
+            equal = seconds[1:] == seconds[:-1]
+            same[1:] |= equal
+            same[:-1] |= equal
+        for low, high in self.overlaps:
+            same |= (seconds >= low) & (seconds <= high)
+        return same
+
+    def raw(self, block: bytes, starts: np.ndarray, chosen: np.ndarray, seconds: np.ndarray) -> pa.Table:
+        lines = [block[starts[i]:starts[i + 1]].rstrip(b"\n").removesuffix(b"\r").decode("utf-8") for i in chosen]
+        row = self._rows(len(lines), RAW)
+        row.update(ts=pa.array(seconds[chosen] * 1_000_000, TS), **{LINE: pa.array(lines, pa.string()),
+                   FILE: pa.array(np.full(len(lines), self.row["file_id"], np.int32))})
+        return pa.table(row)
+
+    def cells(self, table: pa.Table, lines: np.ndarray, seconds: np.ndarray) -> pa.Table:
+        """The non-empty cells of the chosen `lines` of the parsed block as long rows, column by
+        column; a cell that reads as NaN but was not empty (`nan` written out), or infinite,
+        anywhere in the block sends the file to the exact parse."""
+        ts = seconds[lines] * 1_000_000
+        whole = len(lines) == table.num_rows
+        values = np.empty((len(self.positions), len(lines)))
+        nulls = nans = 0
         for i, pos in enumerate(self.positions):
-            column = batch.column(int(pos))
-            values[i] = column.to_numpy(zero_copy_only=False)  # an empty cell -> NaN
+            column = table.column(int(pos))
+            full = column.to_numpy()  # an empty cell -> NaN
             nulls += column.null_count
+            if whole:
+                values[i] = full
+            else:
+                nans += int(np.isnan(full).sum())
+                values[i] = full[lines]
         missing = np.isnan(values)
-        if int(missing.sum()) != nulls or np.isinf(values).any():  # a NaN that was no empty cell
+        if whole:
+            nans = int(missing.sum())
+        if nans != nulls or np.isinf(values).any():
             raise NeedsExact("a cell is not a finite number")
-        counts = n_lines - missing.sum(axis=1)  # cells per column; rows go column by column
+        counts = len(lines) - missing.sum(axis=1)  # cells per column; rows go column by column
         flat = ~missing.ravel()
         column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
         gpus = self.gpus[column_of]
@@ -144,21 +219,66 @@ class WideFile:
                    value=pa.array(values.ravel()[flat]))
         if self.ibs.null_count < len(self.ibs):
             row["ib_device"] = self._strings(self.ibs, column_of)
-        return ts, pa.table(row)
+        return pa.table(row)
+
+    def rows(self, stream) -> Iterator[pa.Table]:
+        """Cell and raw rows, block by block. A block's last run of one Time waits for the next
+        block (its lines are parsed again there), so a run is never cut."""
+        held, first, last = b"", None, None
+        source = whole_lines(stream, BLOCK_BYTES)
+        block = next(source, None)
+        while block is not None:
+            following = next(source, None)
+            data = held + block
+            table, starts = self.parse(data)
+            seconds = self.seconds(table)
+            if last is not None and seconds[0] <= last:
+                raise NeedsExact("the Times go back")
+            cut = len(seconds) if following is None else int(np.searchsorted(seconds, seconds[-1]))
+            if cut == 0:  # the block is one run of one Time: held whole
+                if len(data) > MAX_HELD_BYTES:
+                    raise NeedsExact("a run of one Time is longer than a block may hold")
+                held, block = data, following
+                continue
+            now = seconds[:cut]
+            aside = self.aside(now)
+            cells = self.cells(table, np.flatnonzero(~aside), now)
+            if cells.num_rows:
+                yield cells
+            if aside.any():
+                yield self.raw(data, starts, np.flatnonzero(aside), now)
+            first = int(now[0]) if first is None else first
+            last = int(now[-1])
+            held, block = data[starts[cut]:], following
+        if self.span is not None and [first, last] != self.span:
+            raise NeedsExact("the file's first or last Time is not where the driver read it")
 
 
-def one_file(row: dict) -> Iterator[pa.Table]:
-    """The file's cell rows and line rows, block by block; a marker row last when a check fails
-    (the caller drops everything of that file's series then)."""
+def one_file(row: dict, written: list[int] | None = None) -> Iterator[pa.Table]:
+    """The file's cell rows and raw rows, block by block; a marker row last when a check fails
+    (the caller drops everything of that file's series then), or at once where the driver says.
+    With a sink (`sink_json`) the cell rows are written to a file of it instead, which a failed
+    check removes again; their count is appended to `written`."""
+    written = [] if written is None else written
     wide = WideFile(row)
+    if row.get("exact"):  # the driver chose the exact parse for its series (utilization.whole_overlaps)
+        yield wide.marker()
+        return
+    sink = SinkFile(row["sink_json"], f"part-{int(row['file_id']):05d}.parquet", WRITTEN) \
+        if row.get("sink_json") else None
     try:
         with _open(row["path"]) as stream:
-            reader = _reader(stream, int(row["n_cols"]), wide.time_pos)
-            for batch in reader:
-                ts, cells = wide.cells(batch)
-                yield cells
-                yield wide.lines(ts)
+            for table in wide.rows(stream):
+                if sink is None or table.column(KIND)[0].as_py() != CELL:
+                    yield table
+                else:
+                    sink.write(table.append_column(VERDICT, pa.array(np.full(table.num_rows, KEPT, np.int8))))
+        if sink is not None:
+            sink.close()
+            written.append(sink.rows)
     except (NeedsExact, pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError, OSError):
+        if sink is not None:
+            sink.discard()
         yield wide.marker()
 
 
@@ -170,9 +290,8 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
     batches of at most BATCH_ROWS rows; each file done is told to io.progress."""
     for batch in batches:
         for row in batch.to_pylist():
-            rows = 0
-            for table in one_file(row):
+            rows, written = 0, []
+            for table in one_file(row, written):
                 rows += table.num_rows
                 yield from table.to_batches(max_chunksize=BATCH_ROWS)
-            progress.tally(tally_folder, row["path"], rows)
-
+            progress.tally(tally_folder, row["path"], rows + sum(written))
