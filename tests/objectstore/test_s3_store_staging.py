@@ -299,7 +299,7 @@ def test_acme_through_a_local_cluster_stages_its_scratch_in_the_store_and_equals
     assert prefix["held"] and all(rel.startswith("scratch/") for rel in prefix["held"])
     folders = scratch_folders(prefix["held"])
     assert {"bronze.acme_jobs.parquet", "bronze.acme_utilization.parquet", "bronze.acme_power.parquet"} <= folders
-    assert any(name.startswith("acme-repeats-") for name in folders), folders  # repeated Times' exact cells
+    assert any(name.startswith("acme-raw-") for name in folders), folders  # repeated Times' exact cells
     [local_held] = [r["local"] for r in record if "local" in r]
     assert not [rel for rel in local_held if ".parquet" in rel], local_held
     assert not s3_server.client().list_objects_v2(Bucket=bucket, Prefix="lake/_staging/").get("Contents")

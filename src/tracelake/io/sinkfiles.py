@@ -80,7 +80,8 @@ class SinkFile:
         out = pa.Table.from_arrays(arrays, schema=self.schema)
         if self.writer is None:
             # no Arrow schema in the footer: every reader takes the columns by their Parquet types
-            self.writer = pq.ParquetWriter(_open_output(self.path), self.schema, compression=CODEC, store_schema=False)
+            self.stream = _open_output(self.path)
+            self.writer = pq.ParquetWriter(self.stream, self.schema, compression=CODEC, store_schema=False)
         self.writer.write_table(out)
         self.rows += table.num_rows
 
@@ -91,13 +92,15 @@ class SinkFile:
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value.as_py()], pa.string()))
 
     def close(self) -> None:
+        """The file finished: its footer written and its stream closed (an object is stored only then)."""
         if self.writer is not None:
             self.writer.close()
+            self.stream.close()
+            self.writer = None
 
     def discard(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            self.close()
             _delete(self.path)
-            self.writer = None
-            self.rows = 0
+        self.rows = 0
 

@@ -76,6 +76,8 @@ def _with_written(spark: SparkSession, staged: DataFrame, written: Scratch) -> D
         return staged
     files = spark.read.parquet(str(written))
     have = set(files.columns)
+    if VERDICT not in have:  # no file written (a pass that wrote nothing leaves the folder empty)
+        return staged
     # no problems: an empty array that depends on a row (a literal one is folded by Spark's
     # optimizer into the queries over it, where `problems[0]` then fails even behind a filter)
     empty = F.slice(F.array(F.col(VERDICT).cast("string")), 1, 0)
