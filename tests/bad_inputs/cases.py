@@ -763,6 +763,22 @@ CASES = [
          _acme_utilization(("\n".join([*CPU_LINES[:2], CPU_LINES[0], *CPU_LINES[2:]]) + "\n").encode()), 0,
          rows={"bronze/acme_utilization": 4}, read={"acme_utilization": 6},  # the header line: a row per column
          reasons={"quarantine/acme_utilization": [["line 3 repeats the file's header line (files joined?): not a data line"]] * 2}),
+    Case("acme_utilization_times_going_back",  # the pass takes files in time order; this one is parsed line by line
+         _acme_utilization(("\n".join([CPU_LINES[0], CPU_LINES[2], CPU_LINES[1]]) + "\n").encode()), 0,
+         rows={"bronze/acme_utilization": 4}, read={"acme_utilization": 4}, reasons={"quarantine/acme_utilization": []}),
+    Case("acme_utilization_time_repeated_with_another_value",  # the pass hands both lines to the exact parse
+         _acme_utilization(("\n".join([*CPU_LINES[:2], "1689379200,0.7,0.4", CPU_LINES[2]]) + "\n").encode()), 0,
+         rows={"bronze/acme_utilization": 4}, read={"acme_utilization": 6},
+         reasons={"quarantine/acme_utilization": [["duplicate Time row"],
+                                                  ["duplicate Time row with a different value (kept '0.5')"]]}),
+    Case("acme_utilization_months_overlapping_one_filling_an_empty_cell",  # the later month's cell is kept there
+         files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n",
+                ACME_CPU.replace(".csv", "-2023-07.csv"): "\n".join([*CPU_LINES[:2], "1689379215,0.6,"]) + "\n",
+                ACME_CPU.replace(".csv", "-2023-08.csv"): "\n".join([CPU_LINES[0], "1689379215,0.6,0.3",
+                                                                      "1689379230,0.7,0.2"]) + "\n"},
+               ["ingest", "acme", "--raw", "{raw}"]), 0,
+         rows={"bronze/acme_utilization": 6}, read={"acme_utilization": 7},
+         reasons={"quarantine/acme_utilization": [["duplicate Time row"]]}),
     Case("acme_utilization_header_without_time",
          _acme_utilization(("\n".join(["When,10.0.0.2,10.0.0.3", *CPU_LINES[1:]]) + "\n").encode()), 2,
          "NODE_CPU_UTILIZATION.csv: header has no Time column: 'When,10.0.0.2,10.0.0.3'", rows={"bronze/acme_jobs": 0}),
