@@ -14,7 +14,7 @@ quarantined, per-reason counts, and a few exact `examples`). The model:
   * 10.48.<rack>.<host> servers, 8 GPUs each, running gang jobs (a level per job, on 1-8 of the
     node's GPUs, idle GPUs at 0); September's header sorts its column names as strings, October's
     goes GPU by GPU; one server is only in September's header (retired mid-month: empty after),
-    one only in October's (it joined in the last hours of September);
+    one only in October's (its first samples are in October's copy of September's last rows);
   * empty cells: whole servers offline for days, single GPUs silent for hours, scattered cells;
   * Time rows written twice in a row (identical, or an export retried mid-scrape: a few cells
     rescraped, lost, filled or spelled `50.0`), now and then three times;
@@ -180,11 +180,11 @@ def reexported(raw: np.ndarray, rng: np.random.Generator, shown: np.ndarray) -> 
                   int(rng.binomial(k, 0.001)) + 1)
 
 
-def dup_plan(lines: int, rng: np.random.Generator, skip: int = 0) -> dict[int, str]:
+def dup_plan(lines: int, rng: np.random.Generator) -> dict[int, str]:
     """Base line -> how it is repeated in its file: 'same' (twice, identical), 'retry' (twice, a few
     cells differ), 'triple' (identical, then retried)."""
     n = max(4, round(DUP_SHARE * lines))
-    picked = sorted(int(i) for i in rng.choice(np.arange(skip, lines), n, replace=False))
+    picked = sorted(int(i) for i in rng.choice(lines, n, replace=False))
     return {i: "triple" if j % 10 == 0 else "retry" if j % 2 else "same" for j, i in enumerate(picked)}
 
 
@@ -285,8 +285,8 @@ class Expected:
         assert not self.pending, f"copies never completed: {sorted(self.pending)[:5]}"
         quarantined = sum(self.lists.values())
         per_reason: Counter = Counter()
-        for reasons, n in self.lists.items():
-            for r in reasons:
+        for listed, n in self.lists.items():
+            for r in listed:
                 per_reason[r] += n
         assert self.cells == self.kept + quarantined
         return {"kept": self.kept, "quarantined": quarantined, "quarantine_reasons": dict(sorted(per_reason.items())),
@@ -304,7 +304,8 @@ def _plain_bytes(times: np.ndarray, values: np.ndarray) -> bytes:
     """CSV lines of integer rows (-1 = empty), in numpy: each cell is a 4-byte word (its text, a
     comma or the line end, NUL padding), the Time in front; the NULs are then deleted."""
     n, c = values.shape
-    heads = np.array([b"%d," % t for t in times.tolist()], dtype="S12").view(np.uint32).reshape(n, 3)
+    heads = np.array([b"%d," % t for t in times.tolist()], dtype="S12")  # 10-digit epoch seconds, a comma
+    heads = heads.view(np.uint32).reshape(n, 3)
     words = np.empty((n, 3 + c), np.uint32)
     words[:, :3] = heads
     words[:, 3:-1] = CELL_WORD[values[:, :-1] + 1]
@@ -359,10 +360,10 @@ def generate(out: Path, lines: int = 120, columns: int = 2000, seed: int = 0, ba
     folder = out / "utilization" / "seren"
     folder.mkdir(parents=True, exist_ok=True)
     files, carried = {}, []  # carried: October's copies of September's last rows
+    joined = OCT - 5 * interval  # the joiner's first samples: in October's copy of September's last rows
     for month in months:
         path = out / FILES[month.index]
         shown = np.sort(month.header)
-        joined = OCT - 5 * interval  # the joiner's last September hours are in October's copy only
         with open(path, "wb") as fh:
             fh.write(month.header_line(cluster).encode())
             for ts, raw in carried:

@@ -96,3 +96,31 @@ def _assert_cell(bronze, quarantine, example: dict) -> None:
     got = sorted((r.source_file, json.loads(r.raw_values_json)[example["column"]], list(r.reasons))
                  for r in mine.select("source_file", "raw_values_json", "reasons").collect())
     assert got == sorted((q["source_file"], q["raw"], q["reasons"]) for q in example["quarantined"]), example
+
+
+@pytest.mark.portable
+def test_heldout_generator_is_deterministic_and_writes_what_it_models(tmp_path):
+    """Same seed, same bytes; Times non-decreasing in each file; one server in each month's header
+    only; October opens with September's last rows; the bad cells change only their own cells."""
+    generator = _generator()
+    first, again, bad = (generator.generate(tmp_path / name, 40, 64, 5, name == "bad") for name in ("a", "b", "bad"))
+    assert first == {**again, "generated_s": first["generated_s"]}
+    months = {}
+    for path in sorted((tmp_path / "a" / "utilization" / "seren").iterdir()):
+        assert path.read_bytes() == (tmp_path / "b" / path.relative_to(tmp_path / "a")).read_bytes()
+        with open(path, encoding="ascii", newline="") as fh:
+            rows = list(csv.reader(fh))
+        times = [int(r[0]) for r in rows[1:]]
+        assert times == sorted(times) and len(rows[0]) == 65
+        months[path.name] = ({c.rsplit("-", 1)[0] for c in rows[0][1:]}, times, rows)
+    (sept_nodes, sept_times, sept_rows), (oct_nodes, oct_times, oct_rows) = months.values()
+    assert sept_nodes - oct_nodes == {first["retired_node"]} and oct_nodes - sept_nodes == {first["joined_node"]}
+    stretch = first["repeated_stretch"]
+    assert oct_times[:stretch] == sorted(set(sept_times))[-stretch:] and oct_times[stretch] == 1696118400
+    assert sept_rows[0] != oct_rows[0]  # another column order
+    with open(tmp_path / "bad" / "utilization" / "seren" / "GPU_UTIL-2023-09.csv", encoding="ascii") as fh:
+        spoilt = [line.split(",") for line in fh.read().splitlines()]
+    changed = [(a, b) for a, b in zip((c for r in sept_rows for c in r), (c for r in spoilt for c in r)) if a != b]
+    assert sorted({b for _, b in changed}) == ["N/A", "nan"] and len(changed) == 6
+    filled = sum(1 for a, _ in changed if a == "")  # a bad cell where the clean file has none
+    assert bad["bronze.acme_utilization"]["cells"] == first["bronze.acme_utilization"]["cells"] + filled
