@@ -6,7 +6,8 @@ nothing.
     python bench/acme_utilization.py [--raw DIR | --size-gb 5 --width 2000 --keep DIR] [--rounds 2] [--rev REV]
 
 Input: `--raw` is a folder with utilization/ and the generator's manifest.json (e.g. one kept by
-an earlier `--keep`); otherwise files are generated (tracelake.sources.acme.synth.utilization) at
+an earlier `--keep`, or the held-out input of bench/acme_heldout.py: utilization files only, no
+IPMI); otherwise files are generated (tracelake.sources.acme.synth.utilization) at
 about --size-gb, in a child process. --width is the number of GPU columns of a Seren DCGM file
 (the release's are ~2,000: 250 nodes x 8 GPUs; Kalos has half the nodes); the sampling interval
 is then chosen to reach the size. Without --width the generator's scale sets both (narrow files).
