@@ -359,7 +359,7 @@ def _file_row(path: Path, month: Path, dictionary: bool = False) -> dict:
     """widepass's input row for one generated file (utilization.pass_rows)."""
     header = utilization.read_header(str(path), path.name)
     raw = RawFile(str(path), path.name, {"cluster": "seren", "metric": "GPU_UTIL", "month": "2023-08", "unit": "percent"})
-    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0, "file_id": 0}
+    entry = {"time_pos": header.names.index("Time"), "n_cols": len(header.names), "series_id": 0, "file_id": 0, "id_pos": -1}
     [row] = utilization.pass_rows([raw], [entry], [utilization.utilization_header_rows(0, raw, header)], dictionary)
     return dict(zip(widepass.FILE_COLUMNS, row))
 
@@ -400,7 +400,7 @@ def test_wide_pass_hands_over_the_lines_where_another_file_has_times_too(month, 
     entries, per_file = [], []
     for i, raw in enumerate(files):
         header = utilization.read_header(raw.path, raw.name)
-        entries.append({"time_pos": 0, "n_cols": len(header.names), "series_id": 0, "file_id": i})
+        entries.append({"time_pos": 0, "n_cols": len(header.names), "series_id": 0, "file_id": i, "id_pos": -1})
         per_file.append(utilization.utilization_header_rows(i, raw, header))
     spans, overlaps = utilization.time_spans(files, entries)
     july, august = ([int(line.split(",")[0]) for line in Path(f.path).read_text().splitlines()[1:]] for f in files)

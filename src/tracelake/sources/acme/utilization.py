@@ -500,8 +500,18 @@ def whole_overlaps(entries: list[dict], spans: list, overlaps: list) -> set[int]
             if ranges and (span is None or span in ranges)}
 
 
+def utilization_facts(header_rows: list[tuple]) -> list[list]:
+    """A metric file's header facts for the pass: per value column [position, node, GPU, IB device]."""
+    return [[r[1], r[11], r[12], r[13]] for r in header_rows]
+
+
+def power_facts(header_rows: list[tuple]) -> list[list]:
+    """An IPMI file's header facts for the pass: per reading column [position, component]."""
+    return [[r[1], r[11]] for r in header_rows]
+
+
 def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tuple]], dictionary: bool,
-              sink: Sink | None = None) -> list[tuple]:
+              sink: Sink | None = None, facts_of=utilization_facts) -> list[tuple]:
     """widepass's input, one row per file (FILE_COLUMNS), largest file first so that the engine's
     round-robin spreads the large files over its partitions; with a sink, where the pass writes
     its cell rows itself."""
@@ -510,25 +520,27 @@ def pass_rows(files: list[RawFile], entries: list[dict], per_file: list[list[tup
     rows = []
     for i in sorted(range(len(files)), key=lambda i: -file_size(files[i])):
         raw, entry, header_rows = files[i], entries[i], per_file[i]
-        facts = [[r[1], r[11], r[12], r[13]] for r in header_rows]  # pos, node_ip, gpu_index, ib_device
-        rows.append((raw.path, raw.name, raw.constants["cluster"], raw.constants["metric"], raw.constants["unit"],
+        facts = facts_of(header_rows)
+        series = raw.constants.get("metric", raw.constants.get("kind"))
+        rows.append((raw.path, raw.name, raw.constants["cluster"], series, raw.constants["unit"],
                      entry["series_id"], entry["file_id"], entry["time_pos"], entry["n_cols"], json.dumps(facts),
                      dictionary, None if spans[i] is None else json.dumps(spans[i]), json.dumps(overlaps[i]),
-                     entry["series_id"] in exact, None if sink is None else sink_spec(str(sink.folder), sink.constants)))
+                     entry["series_id"] in exact, None if sink is None else sink_spec(str(sink.folder), sink.constants),
+                     entry["id_pos"]))
     return rows
 
 
 PASS_FILES = ("path string, source_file string, cluster string, metric string, unit string, series_id int, "
               "file_id int, time_pos int, n_cols int, columns_json string, dictionary boolean, span_json string, "
-              "overlaps_json string, exact boolean, sink_json string")
+              "overlaps_json string, exact boolean, sink_json string, id_pos int")
 
 
 def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per_file: list[list[tuple]],
-             schema: TableSchema, sink: Sink | None = None) -> DataFrame:
+             schema: TableSchema, sink: Sink | None = None, facts_of=utilization_facts) -> DataFrame:
     """The parse contract of `files` from widepass, one pass each, with its KIND column: its raw
     and marker rows carry a parse problem, so that nothing counts them as rows if they stayed.
     With a sink the cell rows are in its files instead (widepass writes them)."""
-    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark), sink)
+    rows = pass_rows(files, entries, per_file, takes_dictionary_strings(spark), sink, facts_of)
     frame = spark.createDataFrame(rows, PASS_FILES)
     # files read at once: each costs its task ~2 GB while its rows are staged (measured on Sail
     # 0.7.2, 2,000 columns: 4 files at once peaked at 8.2 GB, 2 at 4.75 GB), and tasks beyond
@@ -537,8 +549,9 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     out = frame.repartition(max(1, partitions)).mapInArrow(progress.tallying(widepass.parse_files, tally), widepass.OUTPUT_DDL)
     cell = F.col(widepass.KIND) == widepass.CELL
+    given = {"kind": F.col("metric"), **{name: F.col(name) for name in widepass.OUTPUT.names}}  # IPMI's kind: its series
     return out.select(
-        *[F.col(c.name) for c in schema.data_columns], "source_file",
+        *[given.get(c.name, F.lit(None).cast(c.spark_type)).alias(c.name) for c in schema.data_columns], "source_file",
         F.lit(None).cast("string").alias("raw_line"), F.lit(None).cast("string").alias("raw_values_json"),
         F.lit(None).cast("string").alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
@@ -547,7 +560,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
 
 
 def raw_line_cells(spark: SparkSession, raw: DataFrame, entries: list[dict], header: DataFrame,
-                   staging: Path) -> DataFrame:
+                   staging: Path, line_keys: list[str], cell_keys: list[str], data: list) -> DataFrame:
     """The exact parse of the lines the pass handed over (widepass's raw rows: file id and line):
     every line of a Time that may repeat is among them, so the repeats are found, ranked
     (rank_in_parts) and finished here as the exact parse does it, without reading a file again."""
@@ -555,46 +568,63 @@ def raw_line_cells(spark: SparkSession, raw: DataFrame, entries: list[dict], hea
     ints = spark.createDataFrame([tuple(int(e[n]) for n in FILE_INTS) for e in entries],
                                  ", ".join(f"{n} int" for n in FILE_INTS))
     lines = raw.join(F.broadcast(ints), "file_id")
-    cells = stage_parts([explode_cells(mark_repeated_lines(split_lines(lines, LOCAL_ZONE), UTIL_LINE_KEYS))],
+    cells = stage_parts([explode_cells(mark_repeated_lines(split_lines(lines, LOCAL_ZONE), line_keys))],
                         folder / "cells")
-    ranked = rank_in_parts(cells.filter(F.col("repeated")), header, UTIL_KEYS, folder / "ranked")
-    return contract_rows(ranked.unionByName(single_cells(cells.filter(~F.col("repeated")), header)), _util_data())
+    ranked = rank_in_parts(cells.filter(F.col("repeated")), header, cell_keys, folder / "ranked")
+    return contract_rows(ranked.unionByName(single_cells(cells.filter(~F.col("repeated")), header)), data)
 
 
-def _bad_header_series(files: list[RawFile], per_file: list[list[tuple]]) -> set[tuple[str, str]]:
-    """The series (cluster, metric) one file of which has a column the header rules reject."""
-    return {(f.constants["cluster"], f.constants["metric"])
-            for f, rows in zip(files, per_file) if any(r[14] is not None for r in rows)}
+class WideParser(Parser):
+    """A parser of the utilization release's files: `parse` is the one pass, every file read
+    once, checked and unpivoted in Arrow (widepass), its cells written by the pass itself into
+    the run's sink; line by line only where the exact parse is needed (`remainder`): every file of
+    a series one file of which fails a check or has a column the header rules reject, and the
+    lines of a Time that may repeat, which the pass hands over (the duplicate ranking spans files,
+    so the pass never holds by itself). `exact` is the exact parse, a large input in groups of
+    files staged in the run's scratch. The metric files and the IPMI files differ in their
+    header facts, keys and the columns their cells make (UtilizationParser, PowerParser)."""
 
-
-class UtilizationParser(Parser):
-    """The utilization files' parser. `parse` is the one pass: every file read once, checked and
-    unpivoted in Arrow (widepass), and line by line only where the exact parse is needed
-    (`remainder`): every file of a series one file of which fails a check or has a column the
-    header rules reject, and the lines of a (series, Time) key that more than one line has (the
-    duplicate ranking spans files, so the pass never holds by itself). `exact` is the exact parse
-    (parse_utilization), a large input in groups of files staged in the run's scratch."""
-
-    name = "acme.utilization"
     needs_scratch = True
     needs_sink = True
+    series_keys: tuple[str, str] = ("cluster", "metric")
+
+    def inputs(self, spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+        """(each file's entry for read_wide_lines, the header frame, each file's header rows)."""
+        raise NotImplementedError
+
+    def keys(self) -> tuple[list[str], list[str], list]:
+        """(line keys, cell keys, the data columns of a finished cell) for the exact parse."""
+        raise NotImplementedError
+
+    def facts(self, header_rows: list[tuple]) -> list[list]:
+        raise NotImplementedError
 
     def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
               scratch: Scratch | None = None) -> DataFrame:
-        return parse_utilization(spark, files, schema, scratch)
+        entries, header, _ = self.inputs(spark, files)
+        line_keys, cell_keys, data = self.keys()
+        return unpivot_files(spark, entries, header, line_keys, cell_keys, data, scratch)
+
+    def _series(self, f: RawFile) -> tuple[str, str]:
+        return tuple(f.constants[k] for k in self.series_keys)
+
+    def _bad_header_series(self, files: list[RawFile], per_file: list[list[tuple]]) -> set[tuple[str, str]]:
+        """The series one file of which has a column the header rules reject (a header row's last
+        field is its error)."""
+        return {self._series(f) for f, rows in zip(files, per_file) if any(r[-1] is not None for r in rows)}
 
     def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
               lake: Config | None = None, scratch: Scratch | None = None,
               sink: Sink | None = None) -> DataFrame | FastParse:
         if scratch is None:
             return self.exact(spark, files, schema)
-        entries, _, per_file = _utilization_inputs(spark, files)
-        bad_header = _bad_header_series(files, per_file)
-        chosen = [i for i, f in enumerate(files) if (f.constants["cluster"], f.constants["metric"]) not in bad_header]
+        entries, _, per_file = self.inputs(spark, files)
+        bad_header = self._bad_header_series(files, per_file)
+        chosen = [i for i, f in enumerate(files) if self._series(f) not in bad_header]
         if not chosen:
             return self.exact(spark, files, schema, scratch=scratch)
         frame = one_pass(spark, [files[i] for i in chosen], [entries[i] for i in chosen],
-                         [per_file[i] for i in chosen], schema, sink)
+                         [per_file[i] for i in chosen], schema, sink, self.facts)
         # not alone: the raw rows are parsed by the remainder; the cells are the sink's files, or
         # (with no sink) staged apart from the raw rows
         if sink is not None:
@@ -602,17 +632,16 @@ class UtilizationParser(Parser):
         return FastParse(frame, alone=False, apart=widepass.ASIDE)
 
     def remainder(self, spark: SparkSession, staged: DataFrame, files: list[RawFile], schema: TableSchema, *,
-                  scratch: Scratch | None = None) -> tuple[DataFrame, DataFrame | None]:
+                  scratch: Scratch | None = None) -> tuple[DataFrame | None, DataFrame | None]:
         """The pass's cells but those of a series a file of which failed a check (every file of
         such a series is parsed exactly), and the exact parse of the lines it handed over (the
         lines of a Time that may repeat; raw_line_cells); the raw and marker rows dropped."""
-        entries, header, per_file = _utilization_inputs(spark, files)
-        exact_series = _bad_header_series(files, per_file)
-        series_of = {e["file_id"]: (f.constants["cluster"], f.constants["metric"]) for f, e in zip(files, entries)}
-        series_ids = {series_of[e["file_id"]]: e["series_id"] for e in entries}
+        entries, header, per_file = self.inputs(spark, files)
+        line_keys, cell_keys, data = self.keys()
+        series_ids = {self._series(f): e["series_id"] for f, e in zip(files, entries)}
         kind, series = F.col(widepass.KIND), F.col(widepass.SERIES)
         failed = {r[0] for r in staged.filter(kind == widepass.MARKER).select(series).distinct().collect()}
-        exact = {series_ids[s] for s in exact_series} | failed
+        exact = {series_ids[s] for s in self._bad_header_series(files, per_file)} | failed
         kept = ~series.isin(sorted(exact)) if exact else F.lit(True)
         # every cell row kept (None: their files as they lie) unless a series is parsed exactly
         good = staged.filter((kind == widepass.CELL) & kept) if exact else None
@@ -624,28 +653,43 @@ class UtilizationParser(Parser):
             for raw_file, entry in zip(files, entries):  # the engine reads these as text: no line past the bound
                 if entry["series_id"] in failed:
                     check_lines(raw_file.path, raw_file.name)
-            parts.append(unpivot_files(spark, chosen, header, UTIL_LINE_KEYS, UTIL_KEYS, _util_data(), scratch))
+            parts.append(unpivot_files(spark, chosen, header, line_keys, cell_keys, data, scratch))
         handed = raw.count()
         if handed:
-            parts.append(raw_line_cells(spark, raw, entries, header, scratch))
-        log.info("%s: %d series parsed line by line, %d line(s) handed over", UTILIZATION_TABLE, len(exact), handed)
+            parts.append(raw_line_cells(spark, raw, entries, header, scratch, line_keys, cell_keys, data))
+        log.info("%s: %d series parsed line by line, %d line(s) handed over", schema.full_name, len(exact), handed)
         return good, union_all(parts) if parts else None
 
 
-class PowerParser(Parser):
-    """The IPMI power files' parser (parse_power): a large input in groups of files staged in the
-    run's scratch."""
+class UtilizationParser(WideParser):
+    """The metric files' parser (WideParser): DCGM and Prometheus wide files."""
+
+    name = "acme.utilization"
+
+    def inputs(self, spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+        return _utilization_inputs(spark, files)
+
+    def keys(self) -> tuple[list[str], list[str], list]:
+        return UTIL_LINE_KEYS, UTIL_KEYS, _util_data()
+
+    def facts(self, header_rows: list[tuple]) -> list[list]:
+        return utilization_facts(header_rows)
+
+
+class PowerParser(WideParser):
+    """The IPMI power files' parser (WideParser): one line per (Time, server), a column per reading."""
 
     name = "acme.power"
-    needs_scratch = True
+    series_keys = ("cluster", "kind")
 
-    def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
-              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame:
-        return parse_power(spark, files, schema, scratch)
+    def inputs(self, spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+        return _power_inputs(spark, files)
 
-    def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
-              scratch: Scratch | None = None) -> DataFrame:
-        return parse_power(spark, files, schema, scratch)
+    def keys(self) -> tuple[list[str], list[str], list]:
+        return POWER_LINE_KEYS, POWER_KEYS, _power_data()
+
+    def facts(self, header_rows: list[tuple]) -> list[list]:
+        return power_facts(header_rows)
 
 
 def power_header_rows(file_id: int, raw: RawFile, header: Header, id_pos: int) -> list[tuple]:
@@ -674,12 +718,18 @@ POWER_HEADER = (
 )
 
 
-def parse_power(
-    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
-) -> DataFrame:
-    """IPMI power CSVs -> one row per (ts, node, component) of bronze.acme_power (large inputs
-    staged in groups of files, as parse_utilization)."""
-    entries, header_rows = [], []
+POWER_LINE_KEYS = ["series_id", "ts", "id_raw"]
+POWER_KEYS = ["cluster", "kind", "ts", "id_raw", "component"]
+
+
+def _power_data() -> list:
+    return [F.col("cluster"), F.col("kind"), F.col("ts"), F.col("id_raw").alias("node"),
+            F.col("component"), F.col("value"), F.col("unit")]
+
+
+def _power_inputs(spark: SparkSession, files: list[RawFile]) -> tuple[list[dict], DataFrame, list[list[tuple]]]:
+    """(each file's entry for read_wide_lines, the header frame, each file's header rows)."""
+    entries, per_file = [], []
     for i, (raw, series) in enumerate(zip(files, _series_ids(files, ("cluster", "kind")))):
         header = read_header(raw.path, raw.name)
         lowered = [n.lower() for n in header.names]
@@ -690,9 +740,15 @@ def parse_power(
                 f"header is '{header.line[:120]}'"
             )
         entries.append(_file_entry(i, raw, header, series, header.names.index("Time"), id_pos))
-        header_rows += power_header_rows(i, raw, header, id_pos)
-    header_df = spark.createDataFrame(header_rows, POWER_HEADER)
-    keys = ["cluster", "kind", "ts", "id_raw", "component"]
-    data = [F.col("cluster"), F.col("kind"), F.col("ts"), F.col("id_raw").alias("node"),
-            F.col("component"), F.col("value"), F.col("unit")]
-    return unpivot_files(spark, entries, header_df, ["series_id", "ts", "id_raw"], keys, data, staging)
+        per_file.append(power_header_rows(i, raw, header, id_pos))
+    return entries, spark.createDataFrame([r for rows in per_file for r in rows], POWER_HEADER), per_file
+
+
+def parse_power(
+    spark: SparkSession, files: list[RawFile], schema: TableSchema, staging: Path | None = None,
+) -> DataFrame:
+    """IPMI power CSVs -> one row per (ts, node, component) of bronze.acme_power, line by line:
+    the exact parse (large inputs staged in groups of files, as parse_utilization). An ingest
+    takes the one pass first (PowerParser.parse)."""
+    entries, header_df, _ = _power_inputs(spark, files)
+    return unpivot_files(spark, entries, header_df, POWER_LINE_KEYS, POWER_KEYS, _power_data(), staging)

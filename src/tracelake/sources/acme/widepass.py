@@ -32,6 +32,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from tracelake.io import objectstore, progress
@@ -50,7 +51,7 @@ MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
 MAX_HELD_BYTES = 64 * 2**20  # a line, or a run of one Time, longer than this: the exact parse (its own bounds)
 FILE_COLUMNS = ("path", "source_file", "cluster", "metric", "unit", "series_id", "file_id", "time_pos", "n_cols",
-                "columns_json", "dictionary", "span_json", "overlaps_json", "exact", "sink_json")
+                "columns_json", "dictionary", "span_json", "overlaps_json", "exact", "sink_json", "id_pos")
 TS = pa.timestamp("us", tz="UTC")
 OUTPUT = pa.schema([
     ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
@@ -58,10 +59,6 @@ OUTPUT = pa.schema([
     ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()), (FILE, pa.int32()), (LINE, pa.string()),
 ])
 OUTPUT_DDL = arrow_ddl(OUTPUT)
-# a cell row as the pass writes it itself (io.sinkfiles): the table's columns, its series, its verdict
-WRITTEN = [("cluster", TEXT), ("metric", TEXT), ("ts", TS), ("node_ip", TEXT), ("gpu_index", pa.int32()),
-           ("ib_device", TEXT), ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT), (KIND, pa.int8()),
-           (SERIES, pa.int32()), (VERDICT, pa.int8())]
 NEWLINE = ord("\n")
 
 
@@ -109,6 +106,9 @@ class WideFile:
     them for a string column (`dictionary`, probed by the caller: Sail does, classic Spark does
     not); else they are decoded here, which costs more than reading the CSV."""
 
+    time_type = pa.int64()
+    written = None  # set below: the columns of a cell row as the pass writes it
+
     def __init__(self, row: dict) -> None:
         self.row = row
         facts = json.loads(row["columns_json"])
@@ -123,7 +123,7 @@ class WideFile:
         self.overlaps = json.loads(row.get("overlaps_json") or "[]")
         names = [f"c{i}" for i in range(self.n_cols)]
         types = {name: pa.float64() for name in names}
-        types[names[self.time_pos]] = pa.int64()
+        types[names[self.time_pos]] = self.time_type
         self.read_options = dict(use_threads=False, column_names=names)
         self.parse_options = pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False)
         self.convert_options = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
@@ -169,7 +169,7 @@ class WideFile:
             raise NeedsExact("the Times go back")
         return seconds
 
-    def aside(self, seconds: np.ndarray) -> np.ndarray:
+    def aside(self, seconds: np.ndarray, table: pa.Table) -> np.ndarray:
         """Lines another line may repeat: a run of equal Times, or a Time in an overlap."""
         same = np.zeros(len(seconds), bool)
         if len(seconds) > 1:
@@ -241,7 +241,7 @@ class WideFile:
                 held, block = data, following
                 continue
             now = seconds[:cut]
-            aside = self.aside(now)
+            aside = self.aside(now, table)
             cells = self.cells(table, np.flatnonzero(~aside), now)
             if cells.num_rows:
                 yield cells
@@ -254,23 +254,141 @@ class WideFile:
             raise NeedsExact("the file's first or last Time is not where the driver read it")
 
 
+NAIVE_TIME = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]) ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]$"
+EPOCH_TIME = r"^[0-9]{1,11}$"  # whole epoch seconds under 1e11, as the exact parse bounds them
+LOCAL_OFFSET_S = 8 * 3600  # Asia/Shanghai, the naive Times' zone (utilization.LOCAL_ZONE): no DST since 1991
+LOCAL_FROM = 694224000  # 1992-01-01 00:00 as naive seconds: earlier naive Times go the exact way
+
+
+class LongFile(WideFile):
+    """An IPMI power file: Time, a server column (`id_pos`), one column per reading (the header
+    facts: per reading column [position, component]). A cell row is (Time, server, component,
+    reading). Time is whole epoch seconds, or naive `yyyy-MM-dd HH:mm:ss` in the clusters' zone;
+    anything else (an offset, a fraction) goes the exact way. The lines another may repeat are
+    those of a (Time, server) that a line of the same Time run has too, those of an empty server
+    (the exact parse sets them aside) and those in an overlap."""
+
+    time_type = pa.string()
+
+    def __init__(self, row: dict) -> None:
+        self.row = row
+        facts = json.loads(row["columns_json"])
+        self.time_pos, self.id_pos, self.n_cols = int(row["time_pos"]), int(row["id_pos"]), int(row["n_cols"])
+        self.positions = np.array([f[0] for f in facts], np.int64)
+        self.components = pa.array([f[1] for f in facts], pa.string())
+        self.dictionary = bool(row["dictionary"])
+        self.span = json.loads(row["span_json"]) if row.get("span_json") else None
+        self.overlaps = json.loads(row.get("overlaps_json") or "[]")
+        names = [f"c{i}" for i in range(self.n_cols)]
+        types = {name: pa.float64() for name in names}
+        types[names[self.time_pos]] = pa.string()
+        types[names[self.id_pos]] = pa.string()
+        self.read_options = dict(use_threads=False, column_names=names)
+        self.parse_options = pcsv.ParseOptions(quote_char=False, ignore_empty_lines=False, newlines_in_values=False)
+        self.convert_options = pcsv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=False,
+                                                   quoted_strings_can_be_null=False)
+
+    def seconds(self, table: pa.Table) -> np.ndarray:
+        text = table.column(self.time_pos)
+        if text.null_count:
+            raise NeedsExact("a Time is empty")
+        if pc.all(pc.match_substring_regex(text, EPOCH_TIME)).as_py() in (True, None):
+            seconds = pc.cast(text, pa.int64()).to_numpy()
+        elif pc.all(pc.match_substring_regex(text, NAIVE_TIME)).as_py():
+            local = pc.cast(pc.strptime(text, "%Y-%m-%d %H:%M:%S", "s"), pa.int64()).to_numpy()
+            if len(local) and int(local.min()) < LOCAL_FROM:
+                raise NeedsExact("a naive Time before 1992")
+            seconds = local - LOCAL_OFFSET_S
+        else:
+            raise NeedsExact("a Time the pass does not read")
+        if len(seconds) > 1 and bool((np.diff(seconds) < 0).any()):
+            raise NeedsExact("the Times go back")
+        return seconds
+
+    def _ids(self, table: pa.Table) -> tuple[np.ndarray, pa.Array]:
+        encoded = pc.dictionary_encode(table.column(self.id_pos).combine_chunks())
+        return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
+
+    def aside(self, seconds: np.ndarray, table: pa.Table) -> np.ndarray:
+        codes, names = self._ids(table.slice(0, len(seconds)))
+        same = np.zeros(len(seconds), bool)
+        empty = np.flatnonzero(pc.equal(pc.utf8_length(names), 0).to_numpy(zero_copy_only=False))
+        same |= np.isin(codes, empty)
+        order = np.lexsort((codes, seconds))
+        equal = (seconds[order][1:] == seconds[order][:-1]) & (codes[order][1:] == codes[order][:-1])
+        same[order[1:][equal]] = True
+        same[order[:-1][equal]] = True
+        for low, high in self.overlaps:
+            same |= (seconds >= low) & (seconds <= high)
+        return same
+
+    def cells(self, table: pa.Table, lines: np.ndarray, seconds: np.ndarray) -> pa.Table:
+        ts = seconds[lines] * 1_000_000
+        codes, names = self._ids(table)
+        whole = len(lines) == table.num_rows
+        values = np.empty((len(self.positions), len(lines)))
+        nulls = nans = 0
+        for i, pos in enumerate(self.positions):
+            column = table.column(int(pos))
+            full = column.to_numpy()
+            nulls += column.null_count
+            if whole:
+                values[i] = full
+            else:
+                nans += int(np.isnan(full).sum())
+                values[i] = full[lines]
+        missing = np.isnan(values)
+        if whole:
+            nans = int(missing.sum())
+        if nans != nulls or np.isinf(values).any():
+            raise NeedsExact("a reading is not a finite number")
+        counts = len(lines) - missing.sum(axis=1)
+        flat = ~missing.ravel()
+        column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
+        node_codes = np.tile(codes[lines], len(self.positions))[flat]
+        row = {name: pa.nulls(len(column_of), kind) for name, kind in POWER_WRITTEN}
+        constant = np.zeros(len(column_of), np.int32)
+        for name, given in (("cluster", "cluster"), ("kind", "metric"), ("unit", "unit"), ("source_file", "source_file")):
+            if self.row[given] is not None:
+                row[name] = pa.DictionaryArray.from_arrays(pa.array(constant), pa.array([self.row[given]], pa.string()))
+        row.update(ts=pa.array(np.tile(ts, len(self.positions))[flat], TS),
+                   node=pa.DictionaryArray.from_arrays(pa.array(node_codes, pa.int32()), names),
+                   component=pa.DictionaryArray.from_arrays(pa.array(column_of), self.components),
+                   value=pa.array(values.ravel()[flat]))
+        row[KIND] = pa.array(np.full(len(column_of), CELL, np.int8))
+        row[SERIES] = pa.array(np.full(len(column_of), self.row["series_id"], np.int32))
+        row[VERDICT] = pa.array(np.full(len(column_of), KEPT, np.int8))
+        return pa.table(row)
+
+
+WideFile.written = [("cluster", TEXT), ("metric", TEXT), ("ts", TS), ("node_ip", TEXT), ("gpu_index", pa.int32()),
+                    ("ib_device", TEXT), ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT),
+                    (KIND, pa.int8()), (SERIES, pa.int32()), (VERDICT, pa.int8())]
+POWER_WRITTEN = [("cluster", TEXT), ("kind", TEXT), ("ts", TS), ("node", TEXT), ("component", TEXT),
+                 ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT), (KIND, pa.int8()),
+                 (SERIES, pa.int32()), (VERDICT, pa.int8())]
+LongFile.written = POWER_WRITTEN
+
+
 def one_file(row: dict, written: list[int] | None = None) -> Iterator[pa.Table]:
     """The file's cell rows and raw rows, block by block; a marker row last when a check fails
     (the caller drops everything of that file's series then), or at once where the driver says.
     With a sink (`sink_json`) the cell rows are written to a file of it instead, which a failed
     check removes again; their count is appended to `written`."""
     written = [] if written is None else written
-    wide = WideFile(row)
+    wide = LongFile(row) if int(row.get("id_pos") if row.get("id_pos") is not None else -1) >= 0 else WideFile(row)
     if row.get("exact"):  # the driver chose the exact parse for its series (utilization.whole_overlaps)
         yield wide.marker()
         return
-    sink = SinkFile(row["sink_json"], f"part-{int(row['file_id']):05d}.parquet", WRITTEN) \
+    sink = SinkFile(row["sink_json"], f"part-{int(row['file_id']):05d}.parquet", wide.written) \
         if row.get("sink_json") else None
     try:
         with _open(row["path"]) as stream:
             for table in wide.rows(stream):
                 if sink is None or table.column(KIND)[0].as_py() != CELL:
                     yield table
+                elif VERDICT in table.column_names:
+                    sink.write(table)
                 else:
                     sink.write(table.append_column(VERDICT, pa.array(np.full(table.num_rows, KEPT, np.int8))))
         if sink is not None:
