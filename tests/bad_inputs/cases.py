@@ -128,6 +128,13 @@ def _acme_utilization(body: bytes) -> Callable[[Path], list[list[str]]]:
     return files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n", ACME_CPU: body}, ["ingest", "acme", "--raw", "{raw}"])
 
 
+def _acme_ipmi(lines: list[str]) -> Callable[[Path], list[list[str]]]:
+    """A Seren job file and one IPMI file (GPU_AB_Power.csv) of these lines under its header."""
+    body = "\n".join(["Time,IP,CPU_Power,Sys_Total_Power", *lines]) + "\n"
+    return files({ACME_JOBS: f"{SEREN_HEADER}\n{SEREN_ROW}\n", "data/utilization/ipmi/GPU_AB_Power.csv": body},
+                 ["ingest", "acme", "--raw", "{raw}"])
+
+
 def _jobs_file_moved(raw: Path) -> list[list[str]]:
     """trace_seren.csv first at the top of --raw, then where the release keeps it, one row
     changed: the same file, so its rows are replaced, not set aside as another file's keys."""
@@ -779,6 +786,17 @@ CASES = [
                ["ingest", "acme", "--raw", "{raw}"]), 0,
          rows={"bronze/acme_utilization": 6}, read={"acme_utilization": 7},
          reasons={"quarantine/acme_utilization": [["duplicate Time row"]]}),
+    Case("acme_ipmi_server_repeated_at_a_time_with_another_reading",  # both lines handed to the exact parse
+         _acme_ipmi(["2023-07-19 08:00:00,10.140.0.1,350,4200", "2023-07-19 08:00:00,10.140.0.2,340,4100",
+                     "2023-07-19 08:00:00,10.140.0.1,351,4200", "2023-07-19 08:00:15,10.140.0.1,352,4210"]), 0,
+         rows={"bronze/acme_power": 6}, read={"acme_power": 8},
+         reasons={"quarantine/acme_power": [["duplicate Time row"],
+                                            ["duplicate Time row with a different value (kept '350')"]]}),
+    Case("acme_ipmi_server_missing_on_a_line",
+         _acme_ipmi(["2023-07-19 08:00:00,10.140.0.1,350,4200", "2023-07-19 08:00:00,,340,4100",
+                     "2023-07-19 08:00:15,10.140.0.1,352,4210"]), 0,
+         rows={"bronze/acme_power": 4}, read={"acme_power": 6},
+         reasons={"quarantine/acme_power": [["node: missing value"]] * 2}),
     Case("acme_utilization_header_without_time",
          _acme_utilization(("\n".join(["When,10.0.0.2,10.0.0.3", *CPU_LINES[1:]]) + "\n").encode()), 2,
          "NODE_CPU_UTILIZATION.csv: header has no Time column: 'When,10.0.0.2,10.0.0.3'", rows={"bronze/acme_jobs": 0}),
