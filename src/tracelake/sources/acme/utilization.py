@@ -13,13 +13,15 @@ under utilization/ is an error, so a misplaced file is never skipped quietly.
 Metric files are wide: `Time` (epoch seconds) and one column per node IP (`<IP>`, IB counters
 `<IP>-mlx5_0`) or per GPU (`<IP>-<gpu index>`). Their headers differ per file, so the default
 reader (fixed header) does not apply: the header is read here, at the edge, and parsed once.
-An ingest reads each file in one pass (widepass.py, through mapInArrow: pyarrow's streaming CSV
-reader where the engine's task runs, the unpivot in numpy, a block of lines at a time), and
-parses line by line (the exact parse: unpivot.py in Spark, over a small header frame; an input
-larger than GROUP_BYTES as staged jobs over groups of files, unpivot_files) only what needs it:
-every file of a series one file of which fails a check of the pass or has a column the header
-rules reject, and the lines of a (series, Time) key that more than one line has, whose cells are
-ranked as below (UtilizationParser). One bronze row per cell:
+An ingest reads each file once (widepass.py, through mapInArrow where the engine's tasks run: a
+block of whole lines at a time, unpivoted in numpy), and the pass writes its cells itself into
+the run's sink (io.sinkfiles), whose files the table may take as they are. What the pass hands
+over is parsed line by line (the exact parse: unpivot.py in Spark, over a small header frame; an
+input larger than GROUP_BYTES as staged jobs over groups of files, unpivot_files): every file of
+a series one file of which fails a check of the pass or has a column the header rules reject,
+and the lines of a Time another line may have (a run of equal Times in a file, or a stretch of
+Times another file of the series spans too, found from the files' first and last lines), whose
+cells are ranked as below (WideParser). One bronze row per cell:
 
   * an empty cell is no sample (the wide layout pads nodes that did not report): no row;
   * a cell that is not a finite number, sits under a column name that is not
@@ -27,8 +29,9 @@ ranked as below (UtilizationParser). One bronze row per cell:
     Time goes to quarantine with its reason;
   * duplicate Time rows (within a file, or across the monthly files of one metric): one cell per
     (cluster, metric, ts, node_ip, gpu_index, ib_device) is kept, the others go to quarantine as
-    'duplicate Time row' (naming the kept value when theirs differs). The kept one is from the
-    unsplit file if there is one, else the earliest month.
+    'duplicate Time row' (naming the kept value when theirs differs). The kept one is a cell
+    without another problem, then from the unsplit file if there is one, else the earliest
+    month, then the smallest raw text (so '100' before '89', and '50' apart from '50.0').
 So non-empty cells read = rows kept + rows quarantined, and rows kept = distinct cell keys.
 Known release quirks are kept and counted by the gate (expectations/bronze.acme_utilization.json),
 never dropped: the NODE_MEMORY window of 2023-07-19 11:35-14:01 +08:00 with `<IP>.1` column names,
@@ -39,9 +42,10 @@ IPMI files are long: one line per (Time, server) with a server column (`IP`, `No
 (`Sys_Total_Power`, `MEM_Power`, ...). They become one row per (ts, node, component); type-B
 servers leave MEM_Power empty, which is no sample, so they simply have no MEM_Power rows.
 Times may be epoch seconds, ISO with an offset, or naive `yyyy-MM-dd HH:mm:ss`, read as
-Asia/Shanghai (the clusters' local time, as the release's notebook displays them). The IPMI
-layout is inferred from the release notebook (it reads Time and Sys_Total_Power and splits type
-A/B rows by missing values); no IPMI file was available to check it.
+Asia/Shanghai (the clusters' local time, as the release's notebook displays them); the same
+pass reads whole epoch seconds and naive times (widepass.LongFile), the rest goes line by line.
+The IPMI layout is inferred from the release notebook (it reads Time and Sys_Total_Power and
+splits type A/B rows by missing values); no IPMI file was available to check it.
 """
 
 from __future__ import annotations

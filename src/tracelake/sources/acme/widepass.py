@@ -1,4 +1,5 @@
-"""One pass over each wide metric file (DCGM, Prometheus): read, checked and unpivoted in Arrow.
+"""One pass over each wide metric file (DCGM, Prometheus) and IPMI file: read, checked and
+unpivoted in Arrow, its cells written by the pass itself.
 
 A file is the unit: the function reads it (by path, where the engine's task runs: a local path
 or an object's URL, io.objectstore.open_raw; `.gz` decompressed on the way) a block of whole
@@ -21,7 +22,10 @@ in the file (the Times are in order, so the lines of one Time are adjacent; a bl
 held back for the next block, so a run is never cut), or a line whose Time lies where another
 file of the series has lines too (`overlaps`, from each file's first and last Time, which the
 driver reads from the files' ends). Every cell row the pass gives is then one no other line can
-repeat: the cells are the table's rows as they are, and no file is read twice.
+repeat: the cells are the table's rows as they are, and no file is read twice. Given a sink
+(io.sinkfiles), the pass writes them into a Parquet file of its own per raw file, with the
+run's lineage, and hands the engine only the raw and marker rows. An IPMI file (LongFile) is
+read the same way, a (Time, server) standing where a metric file's Time stands.
 """
 
 from __future__ import annotations
