@@ -196,6 +196,23 @@ class WideFile:
         column; a cell that reads as NaN but was not empty (`nan` written out), or infinite,
         anywhere in the block sends the file to the exact parse."""
         ts = seconds[lines] * 1_000_000
+        values, missing = self.matrix(table, lines)
+        counts = len(lines) - missing.sum(axis=1)  # cells per column; rows go column by column
+        flat = ~missing.ravel()
+        column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
+        gpus = self.gpus[column_of]
+        row = self._rows(len(column_of), CELL)
+        row.update(ts=pa.array(np.tile(ts, len(self.positions))[flat], TS),
+                   node_ip=self._strings(self.nodes, column_of), gpu_index=pa.array(gpus, mask=gpus < 0),
+                   value=pa.array(values.ravel()[flat]))
+        if self.ibs.null_count < len(self.ibs):
+            row["ib_device"] = self._strings(self.ibs, column_of)
+        return pa.table(row)
+
+    def matrix(self, table: pa.Table, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the value columns' numbers on the chosen `lines`, one row per column; where they are
+        empty). A cell that reads as NaN but was not empty (`nan` written out), or infinite,
+        anywhere in the block sends the file to the exact parse."""
         whole = len(lines) == table.num_rows
         values = np.empty((len(self.positions), len(lines)))
         nulls = nans = 0
@@ -213,17 +230,7 @@ class WideFile:
             nans = int(missing.sum())
         if nans != nulls or np.isinf(values).any():
             raise NeedsExact("a cell is not a finite number")
-        counts = len(lines) - missing.sum(axis=1)  # cells per column; rows go column by column
-        flat = ~missing.ravel()
-        column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
-        gpus = self.gpus[column_of]
-        row = self._rows(len(column_of), CELL)
-        row.update(ts=pa.array(np.tile(ts, len(self.positions))[flat], TS),
-                   node_ip=self._strings(self.nodes, column_of), gpu_index=pa.array(gpus, mask=gpus < 0),
-                   value=pa.array(values.ravel()[flat]))
-        if self.ibs.null_count < len(self.ibs):
-            row["ib_device"] = self._strings(self.ibs, column_of)
-        return pa.table(row)
+        return values, missing
 
     def rows(self, stream) -> Iterator[pa.Table]:
         """Cell and raw rows, block by block. A block's last run of one Time waits for the next
@@ -329,23 +336,7 @@ class LongFile(WideFile):
     def cells(self, table: pa.Table, lines: np.ndarray, seconds: np.ndarray) -> pa.Table:
         ts = seconds[lines] * 1_000_000
         codes, names = self._ids(table)
-        whole = len(lines) == table.num_rows
-        values = np.empty((len(self.positions), len(lines)))
-        nulls = nans = 0
-        for i, pos in enumerate(self.positions):
-            column = table.column(int(pos))
-            full = column.to_numpy()
-            nulls += column.null_count
-            if whole:
-                values[i] = full
-            else:
-                nans += int(np.isnan(full).sum())
-                values[i] = full[lines]
-        missing = np.isnan(values)
-        if whole:
-            nans = int(missing.sum())
-        if nans != nulls or np.isinf(values).any():
-            raise NeedsExact("a reading is not a finite number")
+        values, missing = self.matrix(table, lines)
         counts = len(lines) - missing.sum(axis=1)
         flat = ~missing.ravel()
         column_of = np.repeat(np.arange(len(self.positions), dtype=np.int32), counts)
