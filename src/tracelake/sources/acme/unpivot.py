@@ -11,14 +11,15 @@ multiply (a first version carried the line and ran out of memory on 60 MB).
 Each cell carries its reasons to be set aside (io.parse.PARSE_ERRORS), so the caller's ingest keeps
 rows read = kept + quarantined with one row per cell. Duplicate `Time` rows are found in two
 steps so the expensive part stays small: lines are grouped by (series, time), and only cells
-of repeated lines go through the window that keeps one cell per key.
+of repeated lines go through the ranking that keeps one cell per key (a window's row_number,
+computed in Arrow: firstinrun.py).
 
 The steps are separate functions because one plan over every file does not keep memory flat on
 Sail: its unnest emits one batch per input batch (up to 8,192 lines x 2,000 cells) and every
 partition of the plan runs at once, so the exploded cells of all files were held together
 (peak RSS 1.65 GB on 0.2 GB of CSV, 5.17 GB on 1 GB, 16.3 GB ingesting 5 GB), and the ranking
-window sorts every repeated cell, a number that grows with the input (4.79 GB for the 8.4 M of
-a 5 GB input). wide_to_long is the one-plan parse; utilization.unpivot_files runs the same
+holds every repeated cell it is given, a number that grows with the input (as a window, 4.79 GB
+for the 8.4 M of a 5 GB input). wide_to_long is the one-plan parse; utilization.unpivot_files runs the same
 steps as jobs over groups of files for large inputs (explode_cells per group, ranked_cells in
 parts, then single_cells and contract_rows over the stored cells), with the same result.
 
@@ -33,11 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tracelake.io.parse import PARSE_ERRORS, ROW_ID
 from tracelake.io.text import HEADER_AGAIN
+from tracelake.sources.acme import firstinrun
 
 DUPLICATE_REASON = "duplicate Time row"
 MAX_INLINE_KEYS = 20_000
@@ -174,22 +176,24 @@ def rank_repeated_cells(cells: DataFrame, cell_keys: list[str]) -> DataFrame:
     Among cells with the same key the kept one is: a cell without other errors, then the file of
     lowest file_rank, then the smallest raw value and Time spelling (deterministic). The others
     get 'duplicate Time row', naming the kept value when theirs differs. Cells whose column is
-    unusable (header_error) are not ranked: they are set aside anyway."""
-    order = [F.size("own_errors").asc(), F.col("file_rank").asc(), F.col("raw_value").asc(),
-             F.col("time_raw").asc(), F.col("source_file").asc()]
-    usable = F.col("header_error").isNull()
-    window = Window.partitionBy(*cell_keys, usable).orderBy(*order)
-    ranked = cells.withColumn("dup_rank", F.when(usable, F.row_number().over(window)).otherwise(1))
-    ranked = ranked.withColumn(
-        "kept_raw", F.first("raw_value").over(window.rowsBetween(Window.unboundedPreceding, 0)))
+    unusable (header_error) are not ranked: they are set aside anyway. The numbering is a
+    window's row_number, computed in Arrow (firstinrun: Sail's window cost 20x the sort)."""
+    usable, n_errors = "_tl_usable", "_tl_n_errors"
+    order = [n_errors, "file_rank", "raw_value", "time_raw", "source_file"]
+    marked = (cells.withColumn(usable, F.col("header_error").isNull())
+              .withColumn(n_errors, F.size("own_errors")))
+    tasks = int(cells.sparkSession.conf.get("spark.sql.shuffle.partitions") or 2)
+    numbered = firstinrun.with_run_numbers(marked, [*cell_keys, usable], order, "raw_value", tasks)
+    ranked = numbered.withColumn("dup_rank", F.when(F.col(usable), F.col(firstinrun.ROW_NUMBER)).otherwise(1))
+    kept_raw = F.col(firstinrun.FIRST)
     reason = F.when(
         F.col("dup_rank") > 1,
-        F.when(F.col("raw_value").eqNullSafe(F.col("kept_raw")), F.lit(DUPLICATE_REASON)).otherwise(
+        F.when(F.col("raw_value").eqNullSafe(kept_raw), F.lit(DUPLICATE_REASON)).otherwise(
             F.concat(F.lit(DUPLICATE_REASON + " with a different value (kept '"),
-                     F.coalesce(F.col("kept_raw"), F.lit("")), F.lit("')"))
+                     F.coalesce(kept_raw, F.lit("")), F.lit("')"))
         ),
     )
-    return ranked.withColumn("dup_error", reason).drop("kept_raw")
+    return ranked.withColumn("dup_error", reason).drop(firstinrun.FIRST, firstinrun.ROW_NUMBER, usable, n_errors)
 
 
 def finish_cells(cells: DataFrame, header: DataFrame) -> DataFrame:
@@ -241,7 +245,7 @@ def wide_to_long(
     and id_json_key (the JSON-quoted column and id names followed by ':'), plus the file
     constants and parsed key columns that `cell_keys` and `data_columns` use (over a cell frame
     that also has ts, id_raw and value). Lines are split by `repeated` before the explode, so
-    only the few repeated lines' cells go through the ranking window; the (cheap) line stage
+    only the few repeated lines' cells go through the ranking; the (cheap) line stage
     runs once per branch, the explode and join once in all. One plan runs every file at once:
     for inputs larger than a few hundred MB, see utilization.unpivot_files."""
     marked = mark_repeated_lines(split_lines(lines, naive_zone), line_keys)
