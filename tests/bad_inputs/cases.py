@@ -564,6 +564,14 @@ def _megatron_log_cut_at(cut: str):
                  ["ingest", "zhejiang", "--raw", "{raw}"])
 
 
+def _log_over_a_megabyte():
+    """5,000 DeepSpeed lines of ~250 bytes (1.3 MB), then Megatron iterations 1-3."""
+    pad = "x" * 180
+    steps = [f"[2024-01-01 00:00:01,000] [INFO] [train.py:10:main] step {i} {pad}" for i in range(5000)]
+    text = "\n".join([*LOG_HEAD[:1], *steps, *(megatron_line(i) for i in range(1, 4)), LOG_HEAD[1]]) + "\n"
+    return files(task_folder(text.encode()), ["ingest", "zhejiang", "--raw", "{raw}"])
+
+
 def _hf_step(i: int, seconds: int) -> str:
     return (f"[2024-01-01 00:{seconds // 60:02d}:{seconds % 60:02d},000] [INFO] [hf_trainer.py:53:on_log] loss: 1.5, "
             f"learning_rate: 1e-05, epoch: 0.5, iter: {i}/10,  00:10 < 00:10,  10.0s/it")
@@ -964,6 +972,10 @@ CASES = [
     Case("zj_megatron_log_cut_in_the_elapsed_time", _megatron_log_cut_at("elapsed time per iteration (ms): 45"), 0,
          rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
          reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),
+    # a log of more than 1 MB: Sail's whole-text read gave it as two rows, its line numbers counted twice from 1
+    Case("zj_log_larger_than_a_megabyte_is_one_text", _log_over_a_megabyte(), 0,
+         rows={"bronze/zj_task_log_events": 5005, "quarantine/zj_task_log_events": 0, "silver/zj_task_iterations": 3},
+         read={"zj_task_log_events": 5005}),
     Case("zj_megatron_log_cut_in_the_loss", _megatron_log_cut_at("lm loss: 2.5"), 0,
          rows={"bronze/zj_task_log_events": 5, "silver/zj_task_iterations": 3},
          reasons={"quarantine/zj_task_log_events": CUT_OFF}, read={"zj_task_log_events": 6}),

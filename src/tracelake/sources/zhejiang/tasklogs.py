@@ -2,7 +2,7 @@
 
 `pod-node-starttime.log` → bronze.zj_task_pods (whitespace-split fixed-width listing);
 `<job>-master.log`, `<job>-worker-<i>.log` → bronze.zj_task_log_events, one row per recognised
-line. Each log is read whole (one row), split on LF then on CR with posexplode, so every piece
+line. Each log is read whole (one row, wholetext.py), split on LF then on CR with posexplode, so every piece
 keeps its exact position (line_no, segment) — the key, and the only ordering a log line has. A
 last piece with no newline or CR after it is quarantined as incomplete (a growing log cut it).
 Lines are classified and parsed with regexp_extract in Spark; the grammar is
@@ -31,6 +31,7 @@ from tracelake.io.parse import finish
 from tracelake.io.staging import Scratch
 from tracelake.io.text import RawFile, regular_file, utf8_readable
 from tracelake.schema import TableSchema
+from tracelake.sources.zhejiang import wholetext
 from tracelake.sources.zhejiang.transforms.tasks import task_iterations, task_ranks, task_restarts
 
 TASK_DIR = re.compile(r"\d{8}-\d{4}-\d+")
@@ -129,30 +130,29 @@ def parse_pods(spark: SparkSession, files: list[RawFile], schema: TableSchema) -
     return finish(lines, schema, typed, raw_json, problems)
 
 
-def _log_lines(spark: SparkSession, raw: RawFile) -> DataFrame:
-    """Every piece of a log: LF lines split on CR; empty pieces next to a CR are not lines.
-    `cut_off`: the piece that ends the file without a newline or CR after it, which a log still
+def _log_lines(spark: SparkSession, files: list[RawFile]) -> DataFrame:
+    """Every piece of the logs: LF lines split on CR; empty pieces next to a CR are not lines.
+    `cut_off`: the piece that ends a file without a newline or CR after it, which a log still
     being written may have cut anywhere (`elapsed time per iteration (ms): 45` of 4568)."""
-    text = F.regexp_replace("value", r"\n\z", "")
+    facts = [(raw.name, *(raw.constants[k] for k in ("task_id", "job", "pod", "role", "worker_index")), raw.path)
+             for raw in files]
+    text = F.regexp_replace("text", r"\n\z", "")
     # the file's facts first, then the explode: a column of the whole text beside the explode
     # would be carried into every line's row (the engine's buffers overflow on a real log)
-    whole = spark.read.text(raw.path, wholetext=True).select(
-        text.alias("text"), (F.length(text) - F.length(F.regexp_replace(text, "\n", ""))).alias("last_line_idx"),
-        F.col("value").endswith("\n").alias("ends_in_newline"))
-    phys = whole.select(F.posexplode(F.split("text", "\n")).alias("line_idx", "phys"), "last_line_idx",
-                        "ends_in_newline")
+    whole = wholetext.whole_texts(spark, facts).select(
+        *wholetext.FILE_FACTS[:-1], F.col("worker_index").cast("int").alias("worker_index"), text.alias("text"),
+        (F.length(text) - F.length(F.regexp_replace(text, "\n", ""))).alias("last_line_idx"),
+        F.col("text").endswith("\n").alias("ends_in_newline"))
+    phys = whole.select(*wholetext.FILE_FACTS, F.posexplode(F.split("text", "\n")).alias("line_idx", "phys"),
+                        "last_line_idx", "ends_in_newline")
     pieces = phys.select("*", F.posexplode(F.split("phys", "\r")).alias("segment", "raw_line"),
                          F.size(F.split("phys", "\r")).alias("n_pieces"))
     blank_line = F.regexp_replace("phys", "\r", "") == ""
     keep = (F.col("raw_line") != "") | ((F.col("segment") == 0) & blank_line)
     cut_off = (~F.col("ends_in_newline") & (F.col("line_idx") == F.col("last_line_idx"))
                & (F.col("segment") == F.col("n_pieces") - 1) & (F.col("raw_line") != ""))  # an empty file cut nothing
-    c = raw.constants
     return pieces.filter(keep).select(
-        F.lit(raw.name).alias("source_file"), F.lit(c["task_id"]).alias("task_id"),
-        F.lit(c["job"]).alias("job"), F.lit(c["pod"]).alias("pod"), F.lit(c["role"]).alias("role"),
-        F.lit(c["worker_index"]).cast("int").alias("worker_index"),
-        (F.col("line_idx") + 1).cast("int").alias("line_no"), F.col("segment").cast("int"),
+        *wholetext.FILE_FACTS, (F.col("line_idx") + 1).cast("int").alias("line_no"), F.col("segment").cast("int"),
         "raw_line", cut_off.alias("cut_off"),
     )
 
@@ -356,7 +356,7 @@ def parse_log_events(spark: SparkSession, files: list[RawFile], schema: TableSch
     kinds, a cut-off last piece carries a parse error."""
     if not files:
         raise TracelakeError(f"no input files for {schema.full_name}")
-    lines = union_all([_log_lines(spark, raw) for raw in files])
+    lines = _log_lines(spark, files)
     staged, typed, fields_json, problems = _events(_classify(lines))
     for name in ("task_id", "job", "pod", "role", "worker_index", "line_no", "segment"):
         typed[name] = F.col(name)
