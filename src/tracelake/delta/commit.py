@@ -31,6 +31,7 @@ from tracelake.delta.catalog import (
     ensure_table,
     held_not_null,
     is_empty,
+    key_bounds,
     partition_predicate,
     quote_name,
     register,
@@ -220,7 +221,7 @@ def _is_disjoint(
     target = spark.read.format("delta").load(path)
     if source_files and target.filter(F.col("source_file").isin(source_files)).limit(1).collect():
         return False
-    keys = target.select(*[F.col(k).alias(f"_t_{k}") for k in schema.keys])
+    keys = target.filter(key_bounds(df, list(schema.keys))).select(*[F.col(k).alias(f"_t_{k}") for k in schema.keys])
     same_key = reduce(Column.__and__, [df[k].eqNullSafe(keys[f"_t_{k}"]) for k in schema.keys])
     return not df.join(keys, same_key, "left_semi").limit(1).collect()
 
@@ -271,7 +272,7 @@ def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchem
     table is rewritten with one row per key, in one commit of its own, before the MERGE."""
     keys = list(schema.keys)
     target = spark.read.format("delta").load(path)
-    touched = target.join(df.select(*keys).distinct(), keys, "left_semi")
+    touched = target.filter(key_bounds(df, keys)).join(df.select(*keys).distinct(), keys, "left_semi")
     if not touched.groupBy(*keys).count().filter("count > 1").limit(1).collect():
         return False
     print(f"tracelake: warning: {schema.full_name} holds keys more than once; keeping one row per key",

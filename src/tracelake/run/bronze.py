@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
-from tracelake.delta.catalog import keys_stored_elsewhere
+from tracelake.delta.catalog import key_bounds, keys_stored_elsewhere, table_exists
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
@@ -283,7 +283,9 @@ def _split_keys_stored_elsewhere(
     silently move that key to another file; it is set aside with the reason instead. Ingesting
     both files in one run moves it (the old file's rows are then replaced). moved is None while
     the table is not there."""
-    stored = keys_stored_elsewhere(spark, config, schema, names)
+    if not schema.keys or not table_exists(spark, config.table_path(schema.layer, schema.table)):
+        return kept, None
+    stored = keys_stored_elsewhere(spark, config, schema, names, key_bounds(kept, list(schema.keys)))
     if stored is None:
         return kept, None
     tagged = kept.join(stored, list(schema.keys), "left")
