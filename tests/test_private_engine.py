@@ -204,3 +204,31 @@ def test_the_engines_session_outlives_sails_idle_limit(monkeypatch):
         if spark is not None:
             spark.stop()
         server.stop()
+
+
+def test_an_engine_killed_under_a_run_ends_its_queries_at_once_with_the_reason():
+    """The client retries a lost server for at least 10 minutes (for a remote server's hiccups):
+    a run whose engine the kernel's out-of-memory killer ended waited that long, then printed a
+    gRPC error. Our own child gone, the next query fails at once and lost_engine says why."""
+    import signal
+    import time
+
+    server = private_engine.start()
+    spark = None
+    try:
+        spark = private_engine.session(server)
+        assert spark.range(3).count() == 3
+        assert private_engine.lost_engine() is None
+        os.kill(server.process.pid, signal.SIGKILL)  # the child this test started
+        server.process.wait()
+        began = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017 - gRPC's error; what the user sees is lost_engine's
+            spark.range(3).count()
+        waited = time.monotonic() - began
+        assert private_engine.lost_engine() == (
+            f"the local engine (pid {server.process.pid}) was killed by SIGKILL "
+            "(the kernel's out-of-memory killer sends it: see `dmesg`)")
+        print(f"the query failed after {waited:.1f} s")  # no timed assert: the 10 minutes would hang the run
+    finally:
+        server.stop()
+    assert private_engine.lost_engine() is None  # stopped by us: not lost

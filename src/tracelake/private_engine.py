@@ -295,8 +295,25 @@ class PrivateServer:
 
     def __init__(self, process: subprocess.Popen, socket_path: Path, egress: socket.socket | None = None) -> None:
         self.process, self.socket_path, self.egress = process, socket_path, egress
+        self.stopping = False
+
+    def lost(self) -> str | None:
+        """How the child ended when it ended without stop() (the kernel's out-of-memory killer,
+        a crash); None while it serves or once stopped. Only a child this process started."""
+        if self.process is None or self.stopping or self.process.poll() is None:
+            return None
+        code = self.process.returncode
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            why = " (the kernel's out-of-memory killer sends it: see `dmesg`)" if -code == signal.SIGKILL else ""
+            return f"the local engine (pid {self.process.pid}) was killed by {name}{why}"
+        return f"the local engine (pid {self.process.pid}) ended with exit code {code}"
 
     def stop(self) -> None:
+        self.stopping = True
         if self.egress is not None:
             self.egress.close()
             self.egress = None
@@ -335,6 +352,7 @@ def start(egress: bool = False) -> PrivateServer:
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True, env=env,
     )
     server = PrivateServer(process, folder / SOCKET_NAME, egress_listener)
+    STARTED.append(server)
     try:
         import pyspark.sql.connect.session  # noqa: F401
 
@@ -348,6 +366,14 @@ def start(egress: bool = False) -> PrivateServer:
         reason = line.removeprefix("unavailable: ")
         raise Unavailable(reason or f"the engine process ended (rc {process.returncode})")
     return server
+
+
+STARTED: list[PrivateServer] = []  # the children this process started (lost_engine)
+
+
+def lost_engine() -> str | None:
+    """How a child this process started ended under it, if one did (PrivateServer.lost)."""
+    return next((why for server in STARTED if (why := server.lost())), None)
 
 
 def reachable(socket_path: Path) -> bool:
@@ -388,7 +414,23 @@ def session(server: PrivateServer | Path):
 
     # what SparkSession.builder.remote() sets: pyspark.sql.functions then builds Connect columns
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
-    return SparkSession.builder.channelBuilder(UnixSocketChannel(path)).create()
+    spark = SparkSession.builder.channelBuilder(UnixSocketChannel(path)).create()
+    if isinstance(server, PrivateServer) and server.process is not None:
+        spark.client.set_retry_policies([_while_serving(server)])
+    return spark
+
+
+def _while_serving(server: PrivateServer):
+    """The client's default retries (at least 10 minutes of them, for a remote server's
+    hiccups), but none once our own child has ended: a run whose engine the kernel killed
+    stops at once with the reason (lost_engine) instead of waiting those 10 minutes."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class WhileServing(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            return server.process.poll() is None and super().can_retry(e)
+
+    return WhileServing()
 
 
 if __name__ == "__main__":

@@ -695,7 +695,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TRACELAKE_DEBUG"):
             raise
         from tracelake.engine import explain_worker_failure
+        from tracelake.private_engine import lost_engine
 
+        if lost := lost_engine():
+            print(f"tracelake: error: {lost}; the tables this run had not committed are as they were", file=sys.stderr)
+            return 2
         if worker := explain_worker_failure(str(exc)):
             print(f"tracelake: error: {worker}", file=sys.stderr)
             return 2
