@@ -352,17 +352,15 @@ def partition_predicate(schema: TableSchema, partitions: list[tuple]) -> str:
     return " OR ".join(terms) if terms else "false"
 
 def keys_stored_elsewhere(
-    spark: SparkSession, config: Config, schema: TableSchema, source_files: list[str], within: Column | None = None,
+    spark: SparkSession, config: Config, schema: TableSchema, source_files: list[str], rows: DataFrame,
 ) -> DataFrame | None:
-    """The table's keys that came from files other than `source_files`, with that file as
-    `_stored_file` (one per key); None when the table is not there yet. `within`: a filter no
-    stored row that could share a key fails (key_bounds), so that only those are read."""
+    """The table's keys that `rows` may share and that came from files other than
+    `source_files`, with that file as `_stored_file` (one per key); None when the table is not
+    there yet or holds no row. Only stored rows within the rows' key ranges are read (key_bounds)."""
     path = config.table_path(schema.layer, schema.table)
-    if not schema.keys or not table_exists(spark, path):
+    if not schema.keys or not table_exists(spark, path) or is_empty(spark, path):
         return None
-    stored = spark.read.format("delta").load(path)
-    if within is not None:
-        stored = stored.filter(within)
+    stored = spark.read.format("delta").load(path).filter(key_bounds(rows, list(schema.keys)))
     if source_files:
         stored = stored.filter(~F.col("source_file").isin(source_files))
     return stored.select(*schema.keys, F.col("source_file").alias("_stored_file")).dropDuplicates(list(schema.keys))

@@ -211,17 +211,15 @@ def _fenced(df: DataFrame, schema: TableSchema) -> DataFrame:
 
 
 def _is_disjoint(
-    spark: SparkSession, path: str, schema: TableSchema, df: DataFrame, source_files: list[str]
+    spark: SparkSession, path: str, schema: TableSchema, df: DataFrame, source_files: list[str], within: Column
 ) -> bool:
     """True when a MERGE could only insert: the table holds no row of these files and no key
     of the new rows (e.g. the next hour of counters). Two cheap queries; a MERGE rewrites every
     file of the table, because its delete clause may touch any of them."""
-    if is_empty(spark, path):
-        return True
     target = spark.read.format("delta").load(path)
     if source_files and target.filter(F.col("source_file").isin(source_files)).limit(1).collect():
         return False
-    keys = target.filter(key_bounds(df, list(schema.keys))).select(*[F.col(k).alias(f"_t_{k}") for k in schema.keys])
+    keys = target.filter(within).select(*[F.col(k).alias(f"_t_{k}") for k in schema.keys])
     same_key = reduce(Column.__and__, [df[k].eqNullSafe(keys[f"_t_{k}"]) for k in schema.keys])
     return not df.join(keys, same_key, "left_semi").limit(1).collect()
 
@@ -242,14 +240,17 @@ def _merge_by_key(
     Returns whether a commit was made: when the files' stored rows are the new rows already,
     none (delta-spark commits a MERGE that changes no row as a new version; Sail does not)."""
     path = ensure_table(spark, config, schema)
-    if _is_disjoint(spark, path, schema, df, source_files):
+    if is_empty(spark, path):
+        return _append(df, schema, path)
+    within = key_bounds(df, list(schema.keys))  # the stored rows that may share a key with df
+    if _is_disjoint(spark, path, schema, df, source_files, within):
         return _append(df, schema, path)  # same result as the MERGE, at a fraction of the cost
     compared = [c.name for c in schema.data_columns] + ["source_file"]
     if source_files:  # keys are unique in the table: the same rows of these files change nothing
         stored = spark.read.format("delta").load(path).filter(F.col("source_file").isin(source_files))
         if unchanged(stored, conform(df, schema), compared):
             return False
-    _heal_duplicate_keys(spark, config, schema, path, df)
+    _heal_duplicate_keys(spark, config, schema, path, df, within)
     view = _temp_view(conform(df, schema))
     on = " AND ".join(f"t.{quote_name(k)} <=> s.{quote_name(k)}" for k in schema.keys)
     changed = " OR ".join(f"NOT (t.{quote_name(c)} <=> s.{quote_name(c)})" for c in compared)
@@ -266,13 +267,14 @@ def _merge_by_key(
     return True
 
 
-def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchema, path: str, df: DataFrame) -> bool:
+def _heal_duplicate_keys(spark: SparkSession, config: Config, schema: TableSchema, path: str, df: DataFrame,
+                         within: Column) -> bool:
     """A key stored twice (left by two writers racing before the lake lock existed) would stay
     twice forever: a MERGE updates every copy. When a key of the incoming rows has copies, the
     table is rewritten with one row per key, in one commit of its own, before the MERGE."""
     keys = list(schema.keys)
     target = spark.read.format("delta").load(path)
-    touched = target.filter(key_bounds(df, keys)).join(df.select(*keys).distinct(), keys, "left_semi")
+    touched = target.filter(within).join(df.select(*keys).distinct(), keys, "left_semi")
     if not touched.groupBy(*keys).count().filter("count > 1").limit(1).collect():
         return False
     print(f"tracelake: warning: {schema.full_name} holds keys more than once; keeping one row per key",

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
-from tracelake.delta.catalog import is_empty, key_bounds, keys_stored_elsewhere, table_exists
+from tracelake.delta.catalog import keys_stored_elsewhere
 from tracelake.delta.commit import MergeByKey, ReplaceFiles, ReplacePartitions, StagedRows, commit
 from tracelake.delta.staged_files import commits_staged
 from tracelake.errors import QualityGateFailed, TracelakeError
@@ -283,11 +283,8 @@ def _split_keys_stored_elsewhere(
     silently move that key to another file; it is set aside with the reason instead. Ingesting
     both files in one run moves it (the old file's rows are then replaced). moved is None while
     the table is not there or holds no row. Only stored rows within the kept rows' key ranges
-    are looked at (key_bounds), so the look costs what overlaps this run, not the lake."""
-    path = config.table_path(schema.layer, schema.table)
-    if not schema.keys or not table_exists(spark, path) or is_empty(spark, path):  # nothing stored to look at
-        return kept, None
-    stored = keys_stored_elsewhere(spark, config, schema, names, key_bounds(kept, list(schema.keys)))
+    are looked at (catalog.key_bounds), so the look costs what overlaps this run, not the lake."""
+    stored = keys_stored_elsewhere(spark, config, schema, names, kept)
     if stored is None:
         return kept, None
     tagged = kept.join(stored, list(schema.keys), "left")
