@@ -2,7 +2,7 @@
 pandas notebook on the same CSVs, in one run so the ratios are visible (target: a full hour end
 to end at >= 0.5x DuckDB's plain CSV -> Parquet, peak RSS <= 3 GB). Prints figures; asserts nothing.
 
-    python bench/zj_ports.py [--raw RELEASE_DIR] [--repeat 3] [--spark] [--cluster] [--skip-in-process]
+    python bench/zj_ports.py [--raw RELEASE_DIR] [--repeat 3] [--spark] [--cluster] [--skip-in-process] [--floor]
 
 --raw is a release folder holding trafficinfo/<hour>/<switch>/<port>.csv (default: the real
 sample at ../shared/data/zhejiang, 350 files; a full generated hour:
@@ -18,7 +18,9 @@ sample at ../shared/data/zhejiang, 350 files; a full generated hour:
    pandas as a notebook does it. Each in its own process, from start to exit, with its peak RSS.
    With --spark, classic Spark + delta-spark joins every round: the CLI on `local[2]`; with
    --cluster, deploy/spark-submit.sh to a standalone master with 2 one-core workers that the
-   bench starts on 127.0.0.1 and stops by PID (--skip-in-process leaves out part 1).
+   bench starts on 127.0.0.1 and stops by PID (--skip-in-process leaves out part 1). With --floor,
+   the embedded engine's own plain CSV -> Parquet joins every round as a process from start to
+   exit: the floor of any design on that engine.
 """
 
 from __future__ import annotations
@@ -276,9 +278,29 @@ def _spark_runs(release: Path, work: Path, spark: bool, cluster: bool):
             release, work, command=[*submit, str(work / f"cluster-lake-{i}")], env=env)
         yield runs
 
+# the floor of any design on this engine: the embedded engine started as the CLI starts it, and
+# its own CSV reader's plain conversion of the same files, nothing else (no check, lineage, rate,
+# gate or Delta), from process start to exit (--floor)
+ENGINE_PLAIN = """
+import json, resource, sys, time
+files, out, columns = json.loads(sys.stdin.read())
+from tracelake.config import load_config
+from tracelake.engine import start_engine
+types = {"VARCHAR": "STRING"}
+schema = ", ".join(f"{name} {types.get(kind, kind)}" for name, kind in columns.items())
+cpu = time.process_time()
+with start_engine(load_config(profile="local", overrides={"lake_root": out + "-lake"})) as engine:
+    engine.spark.read.schema(schema).option("header", True).csv(files).write.parquet(out)
+    rows = engine.spark.read.parquet(out).count()
+cpu = time.process_time() - cpu + sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), f)
+                                       for f in ("ru_utime", "ru_stime"))
+peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps([0.0, cpu, rows, peak]))
+"""
+
 
 def _alternated(raw: Path, files: list[str], work: Path, repeat: int, spark: bool = False,
-                cluster: bool = False) -> None:
+                cluster: bool = False, floor: bool = False) -> None:
     """The CLI and every peer, one after another in each round, `repeat` rounds. The CLI and
     DuckDB's plain conversion (the target's pair) swap places every other round, so each of them
     starts right after the last round's pandas notebook (5 GB) as often as the other: a fixed order
@@ -286,6 +308,8 @@ def _alternated(raw: Path, files: list[str], work: Path, repeat: int, spark: boo
     release = _release(raw, work / "cli")
     peers = {"duckdb CSV -> Parquet": DUCKDB, "duckdb CSV -> rates (SQL windows) -> Parquet": DUCKDB_RATES,
              "polars CSV -> Parquet": POLARS, "pandas notebook CSV -> Parquet": PANDAS}
+    if floor:
+        peers["the embedded engine's plain CSV -> Parquet, process start to exit"] = ENGINE_PLAIN
     results: dict[str, list[tuple[float, float, float]]] = {"tracelake": []}
     rows: dict[str, int] = {}
     with _spark_runs(release, work, spark, cluster) as engines:
@@ -364,6 +388,8 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true",
                         help="also spark-submit to a standalone cluster of 2 workers started on 127.0.0.1")
     parser.add_argument("--skip-in-process", action="store_true", help="only the alternated end-to-end runs")
+    parser.add_argument("--floor", action="store_true",
+                        help="also the embedded engine's own plain conversion as a process: the floor of any design on it")
     args = parser.parse_args()
     raw = Path(args.raw)
     if not (raw / "trafficinfo").is_dir():
@@ -376,7 +402,7 @@ def main() -> None:
         work = Path(tmp)
         if not args.skip_in_process:
             _in_process(raw, work)
-        _alternated(raw, files, work, args.repeat, args.spark, args.cluster)
+        _alternated(raw, files, work, args.repeat, args.spark, args.cluster, args.floor)
 
 
 if __name__ == "__main__":

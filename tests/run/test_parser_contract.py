@@ -50,7 +50,7 @@ def test_a_parser_gets_the_lake_and_the_scratch_only_where_it_says_it_needs_them
 def test_a_fast_parse_is_data_and_a_parser_declares_its_needs():
     assert all(not callable(getattr(FastParse, f.name, None)) for f in dataclasses.fields(FastParse))
     assert {f.name for f in dataclasses.fields(FastParse)} == {"frame", "apart", "clean", "needs_raw", "alone", "written"}
-    assert (PortParser.needs_lake, PortParser.needs_scratch, PortParser.needs_sink) == (True, True, False)
+    assert (PortParser.needs_lake, PortParser.needs_scratch, PortParser.needs_sink) == (True, True, True)
     assert (UtilizationParser.needs_lake, UtilizationParser.needs_scratch, UtilizationParser.needs_sink) == \
         (False, True, True)
 
@@ -106,3 +106,21 @@ def test_a_pass_that_does_not_hold_keeps_its_rows_and_parses_the_marked_files_ag
                           suite={"expectations": []})
     assert not staged.held and not staged.whole
     assert sorted(r.source_file for r in staged.rows.collect()) == ["a.csv", "b.csv", "b.csv"]
+
+
+def test_a_sink_is_given_only_where_the_pass_proves_every_quarantine_rule(tmp_path):
+    """A row a pass writes itself cannot be set aside later: the kernel gives a sink (with the
+    staged form's constant columns: the run's lineage and each quarantine rule's flag, false)
+    only where the suite says the pass proves every quarantine rule and none needs GX."""
+    from tracelake.run.parsing import _sink
+
+    rules = {"_tl_q0": {"meta": {"id": "port_matches_file_name"}}, "_tl_q1": {"meta": {"id": "device_matches_folder"}}}
+    lineage = {"ingest_run_id": "run-1"}
+    sink = _sink(tmp_path / "t.parquet", lineage, rules, False, {"port_matches_file_name": None,
+                                                                 "device_matches_folder": None})
+    assert sink == Sink(Scratch(str(tmp_path / "t.parquet-written")),
+                        {"ingest_run_id": "run-1", "_tl_q0": False, "_tl_q1": False})
+    assert _sink(tmp_path / "t.parquet", lineage, rules, False, {"port_matches_file_name": None}) is None
+    assert _sink(tmp_path / "t.parquet", lineage, {}, True, {}) is None  # a rule only GX evaluates
+    assert _sink(tmp_path / "t.parquet", lineage, {}, False, {}) == Sink(
+        Scratch(str(tmp_path / "t.parquet-written")), lineage)

@@ -28,8 +28,8 @@ CODEC = "zstd"  # as the engine's staged writes (io.staging.STAGING_CODEC)
 
 
 def sink_spec(folder: str, constants: dict) -> str:
-    """The sink as text for a task's input row: its folder and constants (a timestamp as epoch
-    microseconds, tagged, so the task writes the same instant)."""
+    """The sink as text for a task's input row: its folder and constants (text, booleans, and a
+    timestamp as epoch microseconds, tagged, so the task writes the same instant)."""
     return json.dumps({"folder": folder, "constants": {
         name: {"ts": int(value.timestamp() * 1_000_000)} if isinstance(value, datetime) else value
         for name, value in constants.items()}})
@@ -64,6 +64,9 @@ class SinkFile:
             if isinstance(value, dict) and "ts" in value:
                 self.constants[name_] = pa.scalar(value["ts"], TS)
                 fields.append(pa.field(name_, TS))
+            elif isinstance(value, bool):
+                self.constants[name_] = pa.scalar(value, pa.bool_())
+                fields.append(pa.field(name_, pa.bool_()))
             else:
                 self.constants[name_] = pa.scalar(value, pa.string())
                 fields.append(pa.field(name_, TEXT))
@@ -93,6 +96,8 @@ class SinkFile:
         value = self.constants[name]
         if value.type == TS:
             return pa.array(np.full(n, value.value, np.int64), TS)
+        if value.type == pa.bool_():
+            return pa.array(np.full(n, value.as_py(), bool))
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value.as_py()], pa.string()))
 
     def close(self) -> None:

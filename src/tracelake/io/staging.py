@@ -3,6 +3,7 @@ counts, the gate and the commit read stored rows instead of recomputing them."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import uuid
@@ -92,7 +93,9 @@ class FastParse:
     # repeated Time spans files the pass reads apart)
     alone: bool = True
     # the sink's folder where the pass wrote rows itself, beside `frame`'s: kept rows with the
-    # table's columns, VERDICT and the sink's constants (io.sinkfiles); staged as they are
+    # table's columns, VERDICT and the sink's constants (io.sinkfiles); staged as they are. With
+    # `apart`, they are not set apart, and hold every column of the staged form: they are moved
+    # in among the staged files not set apart (run.parsing), and read with them
     written: Scratch | None = None
 
 
@@ -180,6 +183,34 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highes
                 elif stats.num_values:  # values but no min/max: cannot tell
                     return None
     return Footers(rows, frozenset(true), worst)
+
+
+def move_files(files: Scratch, folder: Scratch, columns: Collection[str]) -> bool:
+    """The Parquet files under `files` moved into `folder` (renamed on this disk, copied and
+    deleted in a store), each first checked to hold exactly `columns`: a file that does not would
+    read back as nulls beside the others. Returns whether any file moved."""
+    import pyarrow.parquet as pq
+
+    if objectstore.is_url(files.root):
+        fs, root = objectstore.filesystem(files.root)
+        found = [(f"{root.rstrip('/')}/{relative}", relative) for relative, _ in objectstore.list_files(files.root)
+                 if relative.endswith(".parquet")]
+    else:
+        fs = None
+        found = [(str(p), str(p)) for p in sorted(Path(files.root).rglob("*.parquet"))]
+    for inner, name in found:
+        held = set(pq.read_schema(inner, filesystem=fs).names)
+        if held != set(columns):
+            raise ValueError(f"{name}: a written file's columns are not the staged ones: "
+                             f"{sorted(held ^ set(columns))} differ")
+    for inner, name in found:
+        target = folder / name.rsplit("/", 1)[-1]
+        if fs is None:
+            target.local().parent.mkdir(parents=True, exist_ok=True)
+            os.replace(inner, target.root)
+        else:
+            fs.move(inner, objectstore.filesystem(target.root)[1])
+    return bool(found)
 
 
 STAGING_CODEC = "zstd"

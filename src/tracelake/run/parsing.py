@@ -24,7 +24,17 @@ from pyspark.sql import functions as F
 from tracelake.api.contract import Parser, PlainParser
 from tracelake.config import Config
 from tracelake.io.parse import EXACT, FLAGGED, PARSE_ERRORS, VERDICT, parse_delimited
-from tracelake.io.staging import ENGINE_ERRORS, FastParse, Scratch, Sink, all_kept_mark, apart_folder, exact_path, stage
+from tracelake.io.staging import (
+    ENGINE_ERRORS,
+    FastParse,
+    Scratch,
+    Sink,
+    all_kept_mark,
+    apart_folder,
+    exact_path,
+    move_files,
+    stage,
+)
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import expectation_id, load_suite, proofs
 from tracelake.quality.split import row_flags
@@ -69,6 +79,28 @@ def sink_path(path: str | Path | Scratch) -> Scratch:
     return Scratch(f"{str(path).rstrip('/')}-written")
 
 
+def _sink(path: str | Path | Scratch, constants: Mapping[str, Any] | None, flags: Mapping[str, dict], by_gx: bool,
+          proven: Mapping[str, str | None]) -> Sink | None:
+    """The sink a fast pass may write kept rows to, with the constant columns of its staged form:
+    the run's lineage, and the flag of each quarantine rule, false (the pass proves them all). None
+    where a quarantine rule is one the pass does not prove, or one only GX evaluates: its kept rows
+    could then be set aside, which a written file cannot be."""
+    if by_gx or any(expectation_id(exp) not in proven for exp in flags.values()):
+        return None
+    return Sink(sink_path(path), {**dict(constants or {}), **{name: False for name in flags}})
+
+
+def _moved_in(spark: SparkSession, staged: DataFrame, written: Scratch, path: str | Path | Scratch) -> DataFrame:
+    """The staged rows, read again once the pass's written files (kept rows in the staged form,
+    with the staged columns: io.staging.FastParse.written) lie among the staged files not set
+    apart: every reader of the staged parse (its counts, the commit that takes its files as they
+    lie, a derived table that takes the files not set apart) then finds them there."""
+    if not move_files(written, apart_folder(path, False), staged.columns):
+        return staged
+    stored = spark.read.parquet(str(path))
+    return stored.select(*staged.columns)
+
+
 def _with_written(spark: SparkSession, staged: DataFrame, written: Scratch) -> DataFrame:
     """The staged rows and the rows the pass wrote itself, as one frame of the staged columns (a
     column the written files do not hold is null, or an empty array of problems)."""
@@ -111,11 +143,13 @@ def settle_parse(
     exact_path(path).remove()  # an earlier batch's, in the same run
     all_kept_mark(path).remove()
     suite = suite if suite is not None else load_suite(schema.full_name)
-    flags, _ = row_flags(suite)
+    flags, by_gx = row_flags(suite)
     uniques = unique_rules(flags)
     unique_ids = tuple(expectation_id(exp) for exp in uniques)
-    sink = Sink(sink_path(path), dict(constants or {}))
-    sink.folder.remove()
+    proven = proofs(suite, parser.name) if isinstance(parser, Parser) else {}
+    sink = _sink(path, constants, flags, by_gx, proven)
+    if sink is not None:
+        sink.folder.remove()
     parse = call_parser(spark, parser, files, schema, lake, scratch, sink)
     if not isinstance(parse, FastParse):
         if not uniques:
@@ -124,12 +158,14 @@ def settle_parse(
         if staged is not None and holds_unique(staged, uniques):
             return StagedParse(staged, held=True, whole=True, settled=unique_ids)
         return StagedParse(stage(project(parse, ()), path), held=False, whole=False)
-    proven = proofs(suite, parser.name)
     own = scratch if parser.needs_scratch else None
     settled = (*[i for i, column in proven.items() if column is None], *(unique_ids if parse.needs_raw else ()))
     staged = _staged(project(parse.frame, settled, parse.clean), path, parse.apart)
     if staged is not None and parse.written is not None:
-        staged = _with_written(spark, staged, parse.written)
+        if parse.apart is not None:  # the written files join the staged files not set apart
+            staged = _moved_in(spark, staged, parse.written, path)
+        else:
+            staged = _with_written(spark, staged, parse.written)
     if staged is not None and _holds(staged, parse, uniques):
         return StagedParse(staged, held=True, whole=True, checked={i: c for i, c in proven.items() if c is not None},
                            settled=settled)

@@ -269,6 +269,45 @@ def test_an_hours_counters_are_committed_from_the_files_its_parse_staged(engine,
     assert lineage[0].ingest_run_id in {r.run_id for r in runs}
 
 
+def test_the_pass_writes_its_kept_rows_itself_and_both_tables_equal_the_engines_staging(
+        engine, spark, config, tmp_path, monkeypatch):
+    """Where the rows to rate again are staged apart (one hour, the local profile), the pass writes
+    every other kept row into the run's sink itself (grouppass), and those files move in among the
+    staged files: the engine takes in only the rows set apart. The hour's counters and rates are
+    then those files, and equal, row for row, what the engine's own staging of every row gives."""
+    from tracelake.run import parsing
+    moved: list[tuple[int, int]] = []
+    original = parsing.move_files
+
+    def recorded(files, folder, columns):
+        import pyarrow.parquet as pq
+        names = [p.name for p in files.local().rglob("*.parquet")]
+        done = original(files, folder, columns)
+        moved.extend((pq.ParquetFile(folder.local() / n).metadata.num_rows, (folder.local() / n).stat().st_ino)
+                     for n in names)
+        return done
+    monkeypatch.setattr(parsing, "move_files", recorded)
+    raw = _hour(tmp_path, HOURS[1], seed=63, level=0.9)  # seed 63: the management port's counter wraps
+    run_ingest(engine, config, "zhejiang", str(raw))
+    lines = _data_lines(raw)
+    mgmt = _table(spark, config, "bronze", "zj_port_counters").filter(
+        F.col("port_name") == "M-GigabitEthernet0/0/0").count()  # a 32-bit port: its rows are rated again
+    assert mgmt and moved and sum(n for n, _ in moved) == lines - mgmt  # every kept row but the port set apart
+    counters = {Path(u.removeprefix("file://")).stat().st_ino for u in DeltaTable(config.table_path(
+        "bronze", "zj_port_counters")).file_uris()}
+    rates = {Path(u.removeprefix("file://")).stat().st_ino for u in DeltaTable(config.table_path(
+        "silver", "zj_port_rates")).file_uris()}
+    assert {ino for _, ino in moved} <= counters & rates
+
+    monkeypatch.setattr(parser.PortParser, "needs_sink", False)
+    engines = replace(config, lake_root=str(tmp_path / "engines"))
+    run_ingest(engine, engines, "zhejiang", str(raw))
+    for layer, table in (("bronze", "zj_port_counters"), ("silver", "zj_port_rates")):
+        ours, theirs = (_table(spark, c, layer, table).drop("ingest_ts", "ingest_run_id") for c in (config, engines))
+        assert ours.count() == lines
+        assert_same_rows(ours, theirs, ignoreColumnOrder=True)
+
+
 def test_a_clean_hours_rates_are_the_files_its_counters_were_staged_in(engine, spark, config, tmp_path, monkeypatch):
     """The pass rates each port on from the carried state of the hour before, so an hour's
     silver rows are staged with its counters: silver.zj_port_rates commits the same files as

@@ -43,6 +43,8 @@ from tracelake.io.parse import (
     KEPT,
     PARSE_ERRORS,
     REPEATED,
+    STAGED_RAW_LINE,
+    STAGED_RAW_VALUES,
     VERDICT,
 )
 from tracelake.schema import RESERVED_PREFIX
@@ -104,6 +106,11 @@ PASS_OUTPUT = pa.schema([f.with_type(DICTIONARY) if f.name in REPEATED_STRINGS e
 PROBLEMS = pa.field(PARSE_ERRORS, pa.list_(pa.string()))
 YIELDED = pa.schema([*OUTPUT, PROBLEMS])
 OUTPUT_DDL = arrow_ddl(YIELDED)
+# a kept row in its staged form (quality.split.staged_form of a clean parse), as the pass writes it
+# itself into the run's sink (io.sinkfiles, beside the sink's constants: the lineage and the
+# quarantine rules' flags): no line number or row id, no raw text, no problems
+WRITTEN = [(f.name, f.type) for f in PASS_OUTPUT if f.name != "line_number"] + [
+    (STAGED_RAW_LINE, pa.string()), (STAGED_RAW_VALUES, pa.string()), (PROBLEMS.name, PROBLEMS.type)]
 
 
 HEADER = ",".join(RAW).encode()

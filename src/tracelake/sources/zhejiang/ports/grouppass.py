@@ -12,6 +12,7 @@ with its own rows, so its rows, marker or RERATE are exactly what filepass gives
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import numpy as np
@@ -19,6 +20,7 @@ import pyarrow as pa
 
 from tracelake.io import progress
 from tracelake.io.parse import KEPT, VERDICT
+from tracelake.io.sinkfiles import SinkFile
 from tracelake.sources.zhejiang.ports import carry, filepass
 from tracelake.sources.zhejiang.ports.arrays import rate_columns, segment_rates
 from tracelake.sources.zhejiang.ports.filepass import (
@@ -149,26 +151,55 @@ def one_group(files: list[dict], state: dict | None, max_util: float,
     return tables, rows
 
 
+def _written_off(table: pa.Table, sink: SinkFile) -> pa.Table:
+    """`table` (YIELDED rows) less the rows written to `sink`: those kept and not set apart
+    (RERATE), in their staged form (filepass.WRITTEN)."""
+    verdicts = table.column(VERDICT).to_numpy(zero_copy_only=False)
+    apart = table.column(RERATE).fill_null(True).to_numpy(zero_copy_only=False)
+    written = (verdicts == KEPT) & ~apart
+    if not written.any():
+        return table
+    kept = table.filter(pa.array(written))
+    for name, kind in filepass.WRITTEN:
+        if name not in kept.column_names:
+            kept = kept.append_column(name, pa.nulls(kept.num_rows, kind))
+    sink.write(kept)
+    return table.filter(pa.array(~written))
+
+
 def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None, *, max_util: float,
-                state: dict | None = None, dictionary: bool = False,
-                carry_folder: str | None = None) -> Iterator[pa.RecordBatch]:
+                state: dict | None = None, dictionary: bool = False, carry_folder: str | None = None,
+                sink_json: str | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow's function: rows of filepass.FILE_COLUMNS in, YIELDED rows out, GROUP_FILES files
     at a time, handed over in batches of at most filepass.BATCH_ROWS rows; the files of each group
     done are told to io.progress. `max_util`: the limit of silver's rates_within_line_rate (its
     suite's meta.limits). `state`: filepass.state_of the hour before the files' hour. With
     `dictionary` (the engine takes them: io.frames.takes_dictionary_strings), the
     REPEATED_STRINGS come as dictionaries. With `carry_folder` (a folder on this machine), the state these
-    files leave for the hour after is written there once they are all done (carry)."""
+    files leave for the hour after is written there once they are all done (carry). With `sink_json`
+    (io.sinkfiles.sink_spec), the kept rows not set apart are written to one file of the sink by
+    this task instead of handed over (_written_off); a task that fails removes its file again."""
     marks: carry.Marks = {}
     paths: list[str] = []
-    for batch in batches:
-        files = batch.to_pylist()
-        for first in range(0, len(files), GROUP_FILES):
-            group = files[first:first + GROUP_FILES]
-            tables, rows = one_group(group, state, max_util, marks if carry_folder is not None else None)
-            progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
-            paths.extend(f["path"] for f in group)
-            table = filepass.with_problems(pa.concat_tables(tables))
-            yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=filepass.BATCH_ROWS)
+    sink = None if sink_json is None else SinkFile(sink_json, f"part-{uuid.uuid4().hex}-written.parquet",
+                                                   filepass.WRITTEN)
+    try:
+        for batch in batches:
+            files = batch.to_pylist()
+            for first in range(0, len(files), GROUP_FILES):
+                group = files[first:first + GROUP_FILES]
+                tables, rows = one_group(group, state, max_util, marks if carry_folder is not None else None)
+                progress.tally_files(tally_folder, [(f["path"], n) for f, n in zip(group, rows)])
+                paths.extend(f["path"] for f in group)
+                table = filepass.with_problems(pa.concat_tables(tables))
+                if sink is not None:
+                    table = _written_off(table, sink)
+                yield from (table if dictionary else table.cast(YIELDED)).to_batches(max_chunksize=filepass.BATCH_ROWS)
+    except BaseException:
+        if sink is not None:
+            sink.discard()
+        raise
+    if sink is not None:
+        sink.close()
     if carry_folder is not None:
         carry.write_part(carry_folder, paths, marks)

@@ -34,7 +34,8 @@ from tracelake.errors import TracelakeError
 from tracelake.io import objectstore, progress
 from tracelake.io.frames import takes_dictionary_strings
 from tracelake.io.parse import KEPT, PARSE_ERRORS, REPEATED, ROW_ID, VERDICT, split_fields, type_fields, verdict
-from tracelake.io.staging import Scratch, stage
+from tracelake.io.sinkfiles import sink_spec
+from tracelake.io.staging import Scratch, Sink, stage
 from tracelake.io.text import RawFile, check_header, file_size, read_lines
 from tracelake.schema import TableSchema, load_schema
 from tracelake.sources.zhejiang.clock import shift_hour
@@ -97,18 +98,20 @@ def _file_rows(spark: SparkSession, files: list[RawFile]) -> DataFrame:
 
 
 def one_pass(spark: SparkSession, files: list[RawFile], schema: TableSchema, state: dict | None,
-             max_util: float, carry_folder: Path | None = None) -> DataFrame:
+             max_util: float, carry_folder: Path | None = None, sink: Sink | None = None) -> DataFrame:
     """The parse contract of `files` from filepass, one pass each, with the rate columns it adds
     (filepass.RATE_COLUMNS, continuing from `state`: filepass.state_of the hour before; a rate above
     `max_util` of line rate marked where silver's rule would find it) and its
     marker rows (the verdict EXACT: files to parse line by line, which carry a parse problem so
     that nothing counts them as rows). With `carry_folder` (a folder on this machine, where the engine's
-    tasks run too), the state the files leave for the hour after is written there (carry)."""
+    tasks run too), the state the files leave for the hour after is written there (carry). With
+    `sink`, the kept rows not set apart are written there by the pass instead (grouppass)."""
     tally = progress.expect([f.path for f in files], [file_size(f) for f in files])  # the step's ETA (io.progress)
     if carry_folder is not None:
         carry.expect(carry_folder, len(files), sorted({f.constants["hour_cst"] for f in files}))
     parse = partial(grouppass.parse_files, state=state, max_util=max_util, dictionary=takes_dictionary_strings(spark),
-                    carry_folder=None if carry_folder is None else str(carry_folder))
+                    carry_folder=None if carry_folder is None else str(carry_folder),
+                    sink_json=None if sink is None else sink_spec(str(sink.folder), sink.constants))
     out = _file_rows(spark, files).mapInArrow(progress.tallying(parse, tally), filepass.OUTPUT_DDL)
     return out.select(
         *[F.col(c.name) for c in schema.data_columns], "source_file",
@@ -174,6 +177,7 @@ class PortParser(Parser):
     name = "zhejiang.ports"
     needs_lake = True  # the pass continues from the stored hour before
     needs_scratch = True  # the state of that hour and the carried state are staged there
+    needs_sink = True  # the pass writes the kept rows not set apart itself, where they are set apart
 
     def exact(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
               scratch: Scratch | None = None) -> DataFrame:
@@ -184,8 +188,13 @@ class PortParser(Parser):
         return repeated_polls(parse_fields(_read_lines(spark, files, schema), schema))
 
     def parse(self, spark: SparkSession, files: list[RawFile], schema: TableSchema, *,
-              lake: Config | None = None, scratch: Scratch | None = None) -> DataFrame | FastParse:
-        """The one pass where the run gives a scratch place; the exact parse without one."""
+              lake: Config | None = None, scratch: Scratch | None = None,
+              sink: Sink | None = None) -> DataFrame | FastParse:
+        """The one pass where the run gives a scratch place; the exact parse without one. Where the
+        rows to rate again are set apart (below), the pass writes the others into the `sink`
+        itself: the engine then takes in only the rows set apart and the markers. Measured on a
+        full generated hour: the engine taking in and writing the kept rows cost more than the
+        pass's own Parquet write (bench/RESULTS.md)."""
         if not files or scratch is None:
             return self.exact(spark, files, schema)
         hours = sorted({f.constants["hour_cst"] for f in files})
@@ -193,10 +202,12 @@ class PortParser(Parser):
             lake, load_schema(TABLE), [tuple(hours)]) else None
         if not objectstore.is_url(str(scratch)):
             carry_path(scratch).remove()  # an earlier pass's of this run
-        frame = one_pass(spark, files, schema, carried_into_pass(spark, lake, hours, scratch),
-                         limits_proven_by(RATES_TABLE, self.name)["max_util"],
-                         None if carry_to is None else carry_to.local())
         # the rows to rate again staged apart only where silver can then take the others' files (a
         # write by folders sorts each task's rows on a Spark cluster)
         apart = lake is not None and commits_staged(lake, load_schema(RATES_TABLE), [tuple(hours)])
-        return FastParse(frame, apart=filepass.RERATE if apart else None, clean=True)
+        written = sink if apart and sink is not None and not objectstore.is_url(str(sink.folder)) else None
+        frame = one_pass(spark, files, schema, carried_into_pass(spark, lake, hours, scratch),
+                         limits_proven_by(RATES_TABLE, self.name)["max_util"],
+                         None if carry_to is None else carry_to.local(), written)
+        return FastParse(frame, apart=filepass.RERATE if apart else None, clean=True,
+                         written=None if written is None else written.folder)
