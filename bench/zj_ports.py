@@ -332,7 +332,7 @@ def _rounds(release, files, work, repeat, peers, engines, results, rows) -> None
                 continue
             script = peers[name]
             try:
-                wall, cpu, n, rss = _process(script, files, work / f"peer-{i}-{len(results)}.parquet")
+                wall, cpu, n, rss = _process(script, files, work / f"peer-{i}-{order.index(name)}.parquet")
             except RuntimeError as exc:
                 print(f"{name}: failed ({exc})")
                 continue
