@@ -34,6 +34,7 @@ from tracelake.io.staging import (
     exact_path,
     move_files,
     stage,
+    staged_footers,
 )
 from tracelake.io.text import RawFile
 from tracelake.quality.gate import expectation_id, load_suite, proofs
@@ -166,7 +167,7 @@ def settle_parse(
             staged = _moved_in(spark, staged, parse.written, path)
         else:
             staged = _with_written(spark, staged, parse.written)
-    if staged is not None and _holds(staged, parse, uniques):
+    if staged is not None and _holds(staged, parse, uniques, path):
         return StagedParse(staged, held=True, whole=True, checked={i: c for i, c in proven.items() if c is not None},
                            settled=settled)
     if staged is not None and (finished := parser.remainder(spark, staged, files, schema, scratch=own)) is not None:
@@ -192,11 +193,17 @@ def _kept_apart(spark: SparkSession, staged: DataFrame, folder: Scratch, beside:
     return StagedParse(rows, held=False, whole=False, checked=checked, kept_files=folder, beside=beside)
 
 
-def _holds(staged: DataFrame, parse: FastParse, uniques: list[dict]) -> bool:
+def _holds(staged: DataFrame, parse: FastParse, uniques: list[dict], path: str | Path | Scratch) -> bool:
     """Whether a staged fast parse holds whole: no marker among its rows; for one whose rows carry
-    no raw text, no row a rule it does not prove sets aside and no uniqueness rule's key twice."""
+    no raw text, no row a rule it does not prove sets aside and no uniqueness rule's key twice.
+    Where every staged row lies at `path`, its files' footers say whether a marker is there
+    (the highest verdict) without a scan: 0.4-0.5 s of a full Zhejiang hour's parse."""
     if not parse.alone:
         return False
+    if not parse.needs_raw and (parse.written is None or parse.apart is not None):
+        footers = staged_footers(path, (), VERDICT)
+        if footers is not None:
+            return footers.worst != EXACT
     unheld = F.col(VERDICT) == EXACT
     if parse.needs_raw:
         unheld = unheld | (F.col(VERDICT) == FLAGGED)
