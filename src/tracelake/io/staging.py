@@ -186,30 +186,22 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highes
 
 
 def move_files(files: Scratch, folder: Scratch, columns: Collection[str]) -> bool:
-    """The Parquet files under `files` moved into `folder` (renamed on this disk, copied and
-    deleted in a store), each first checked to hold exactly `columns`: a file that does not would
-    read back as nulls beside the others. Returns whether any file moved."""
+    """The Parquet files under `files` renamed into `folder`, both on this disk (a pass writes
+    them only where the scratch is: FastParse.written), each first checked to hold exactly
+    `columns`: a file that does not would read back as nulls beside the others. Returns whether
+    any file moved."""
     import pyarrow.parquet as pq
 
-    if objectstore.is_url(files.root):
-        fs, root = objectstore.filesystem(files.root)
-        found = [(f"{root.rstrip('/')}/{relative}", relative) for relative, _ in objectstore.list_files(files.root)
-                 if relative.endswith(".parquet")]
-    else:
-        fs = None
-        found = [(str(p), str(p)) for p in sorted(Path(files.root).rglob("*.parquet"))]
-    for inner, name in found:
-        held = set(pq.read_schema(inner, filesystem=fs).names)
+    found = sorted(files.local().rglob("*.parquet"))
+    for path in found:
+        held = set(pq.read_schema(path).names)
         if held != set(columns):
-            raise ValueError(f"{name}: a written file's columns are not the staged ones: "
+            raise ValueError(f"{path}: a written file's columns are not the staged ones: "
                              f"{sorted(held ^ set(columns))} differ")
-    for inner, name in found:
-        target = folder / name.rsplit("/", 1)[-1]
-        if fs is None:
-            target.local().parent.mkdir(parents=True, exist_ok=True)
-            os.replace(inner, target.root)
-        else:
-            fs.move(inner, objectstore.filesystem(target.root)[1])
+    if found:
+        folder.local().mkdir(parents=True, exist_ok=True)
+    for path in found:
+        os.replace(path, folder.local() / path.name)
     return bool(found)
 
 
