@@ -478,7 +478,7 @@ def test_explain_words_each_reason_from_the_figures():
         "communicating: yes",
         "",
         "evidence on the task's path (2 ports carry its traffic, 1 with data; typical = the port's median over the "
-        "task's iterations; * the suspect):",
+        "task's iterations within 3 hours; * the suspect):",
         "  port (role)                            counted  util max (typ)  time >= 0.90 (typ)  loss pkts (typ)  "
         "minute util (typ)  elevated flows",
         "* Leaf-2 FourHundredGigE1/0/40 (uplink)  yes      0.97 (0.20)     50% (10%)           0 (0)            "
@@ -557,3 +557,30 @@ def test_real_task_and_traffic_hour_do_not_overlap(spark, real):
     assert (row["iterations"], row["iterations_with_data"], row["slow_iterations"], row["slow_with_data"],
             row["slow_checkpoints"], row["share_explained_by_network"], row["top_suspect_ports"],
             row["median_duration_s"]) == (2436, 0, 5, 0, 4, None, [], 45.786)
+
+
+@pytest.mark.portable
+def test_a_ports_typical_level_is_the_median_of_the_iterations_within_three_hours(spark):
+    """One port, one iteration an hour for ten hours, util_max 0.1 x the hour: the typical
+    level of an iteration is the median of the hours within 3 of its own (hour 0: hours 0-3,
+    median 0.15; hour 5: hours 2-8, 0.5; hour 9: hours 6-9, 0.75), not the task's 0.45."""
+    from tracelake.sources.zhejiang.transforms.correlate import path_members, typical_levels
+
+    its = frame(spark, [("t", h, at(h * 3600 + 10), at(h * 3600 + 40), 30.0) for h in range(10)],
+                "task_id string, iteration int, start_ts timestamp, end_ts timestamp, duration_s double")
+    paths = frame(spark, [("t", "access", LEAF1, PORT_A, True)],
+                  "task_id string, role string, device_name string, port_name string, carries_task_traffic boolean")
+    counters = frame(spark, [("t", h, LEAF1, PORT_A, h / 10, 30.0, 3.0) for h in range(10)],
+                     "task_id string, iteration int, device_name string, port_name string, util_max double, "
+                     "rated_s double, hot_s double")
+    minutes = frame(spark, [("t", h, LEAF1, PORT_A, h, 0.2, 1000 * h) for h in range(10)],
+                    "task_id string, iteration int, device_name string, port_name string, loss_pkts long, "
+                    "minute_util_max double, rtt_max_ns long")
+    members, ports = path_members(paths, its.withColumn("is_checkpoint", F.lit(False)))
+    first = members.agg(F.min("_hour")).first()[0]
+    got = {(r._hour - first): (round(r.typical_util_max, 6), r.typical_loss_pkts, r.typical_rtt_max_ns)
+           for r in typical_levels(members, ports, counters, minutes, Rules()).collect()}
+    assert got[0] == (0.15, 1.5, 1500.0)
+    assert got[5] == (0.5, 5.0, 5000.0)
+    assert got[9] == (0.75, 7.5, 7500.0)
+    assert sorted(got) == list(range(-3, 13))  # every hour a row's stretch reaches

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from helpers import rows, tracelake
@@ -548,10 +549,54 @@ def test_an_hour_with_a_tenth_of_its_rows_bad_reconciles(engine, spark, config, 
 
 
 @pytest.mark.e2e
-def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full_build(
+def test_the_ninth_hour_of_a_long_task_rejudges_only_the_hours_near_it_and_equals_a_full_build(
         engine, spark, config, tmp_path):
-    """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: gold is rebuilt for
-    the tasks overlapping hour 2 only (their partitions), and equals a build over both hours."""
+    """A task running through nine hours: the first eight by a full ingest, the ninth by
+    `--hours`. gold.zj_iteration_network is rewritten only in the hours whose verdicts the ninth
+    hour's evidence can move (within the typical levels' 3 hours of a changed evidence hour);
+    the files of the task's earlier hours stay as they were, and the table equals a build over
+    all nine hours row for row."""
+    from tracelake.run.registry import all_derived, generate
+
+    raw = tmp_path / "raw"
+    generate("zhejiang", raw, scale=0.02, seed=4, hours=9, tasks=1)
+    hours = sorted(p.name for p in (raw / "trafficinfo").iterdir())
+    shutil.move(raw / "trafficinfo" / hours[-1], tmp_path / "aside")
+    run_ingest(engine, config, "zhejiang", str(raw))
+    path = config.table_path("gold", "zj_iteration_network")
+
+    def files_by_hour() -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for add in pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist():
+            found.setdefault(add["partition.hour_cst"], set()).add(add["path"])
+        return found
+
+    by_hour = files_by_hour()
+    assert len(by_hour) >= 9  # one task's iterations through every hour, and the hour before
+    shutil.move(tmp_path / "aside", raw / "trafficinfo" / hours[-1])
+    stats = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(raw), hours=hours[-1])}
+    evidence = {hour for _, hour in stats["silver.zj_iteration_counters"].partitions}
+    # the hour, and the iterations running into it or within REACH of its edges
+    assert evidence == {hours[-2], hours[-1], shift_hour(hours[-1], 1)}
+    moved = {hour for _, hour in stats["gold.zj_iteration_network"].partitions}
+    assert moved == {shift_hour(hours[-1], d) for d in range(-4, 2)}, sorted(moved)
+    after = files_by_hour()
+    rewritten = {h for h in by_hour if by_hour[h] != after.get(h)}
+    assert {hours[-2], hours[-1]} <= rewritten <= moved  # a partition whose rows come out the same keeps its files
+    assert all(by_hour[h] == after[h] for h in by_hour if h not in moved) and len(by_hour) - len(moved) >= 4
+    [item] = [d for d in all_derived() if d.table == "gold.zj_iteration_network"]
+    full = item.build(spark, config)
+    stored = _table(spark, config, "gold", "zj_iteration_network")
+    assert stored.count() == full.count() > 1000
+    assert_same_rows(stored.select(*full.columns), full, checkRowOrder=False)
+
+
+@pytest.mark.e2e
+def test_an_hourly_ingest_recomputes_only_the_partitions_it_can_move_and_equals_a_full_build(
+        engine, spark, config, tmp_path):
+    """Tasks, workbook and hour 1 by a full ingest, then hour 2 by `--hours`: gold is rebuilt in
+    the (task, hour) partitions whose verdicts hour 2's evidence can move only (within the
+    typical levels' 3 hours of a changed evidence hour), and equals a build over both hours."""
 
     from helpers import ingest_then_next_hour
 
@@ -562,8 +607,9 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     raw = tmp_path / "raw"
     assert "bronze.zj_task_log_events" not in stats  # an hourly run reads traffic only
     gold = stats["gold.zj_iteration_network"]
-    tasks = _table(spark, config, "gold", "zj_iteration_network").select("task_id").distinct().collect()
-    assert gold.partitions is not None and 0 < len(gold.partitions) <= len(tasks)  # only touched tasks
+    evidence = stats["silver.zj_iteration_counters"].partitions
+    reach = {(task, shift_hour(hour, d)) for task, hour in evidence for d in range(-3, 4)}
+    assert gold.partitions is not None and 0 < len(gold.partitions) and set(gold.partitions) <= reach
     [item] = [d for d in all_derived() if d.table == "gold.zj_iteration_network"]
     assert isinstance(item, Derived)
     full = item.build(spark, config)
@@ -587,7 +633,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     # touch: those tasks' partitions of the second hour and of the hours beside it (iterations
     # that run into it or lie within REACH of its edges), never the whole task
     touched = stats["silver.zj_iteration_counters"].partitions
-    assert {task for task, _ in touched} == {task for (task,) in gold.partitions}
+    assert {task for task, _ in touched} == {task for task, _ in gold.partitions}
     assert {hour for _, hour in touched} == {hours[0], hours[1], shift_hour(hours[1], 1)}
     # rounded so that rows computed through other divisions still compare alike
     rounded = lambda f: f.select(*[F.round(c, 6).alias(c) if t == "double" else F.col(c)  # noqa: E731
@@ -597,7 +643,7 @@ def test_an_hourly_ingest_recomputes_only_the_tasks_it_touches_and_equals_a_full
     # so is the per-minute evidence, and gold reads no network table
     for name, whole in (("zj_iteration_port_minutes", iteration_port_minutes(paths, iterations, minutes, flows)),
                         ("zj_iteration_flows", iteration_flows(paths, iterations, flows, links))):
-        assert {task for task, _ in stats[f"silver.{name}"].partitions} <= {task for (task,) in gold.partitions}
+        assert {task for task, _ in stats[f"silver.{name}"].partitions} <= {task for task, _ in gold.partitions}
         kept = _table(spark, config, "silver", name)
         assert kept.count() > 0
         assert_same_rows(rounded(kept), rounded(whole.select(*kept.columns)), checkRowOrder=False)

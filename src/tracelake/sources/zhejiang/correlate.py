@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import PartialBuild, TableInput, derived
@@ -25,10 +25,12 @@ from tracelake.io.staging import Scratch, stage
 from tracelake.schema import load_schema
 from tracelake.sources.zhejiang.clock import CST, cst_hour, hour_start_utc, shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import (
+    Rules,
     iteration_counters,
     iteration_flows,
     iteration_port_minutes,
     may_blame,
+    network_hour,
     network_verdicts,
     path_port_evidence,
     task_network_summary,
@@ -138,41 +140,80 @@ def _evidence_rebuild(table: str, inputs: tuple[str, ...], compute: Callable[...
     return rebuild
 
 
+def _around(parts: set[tuple], hours: int) -> set[tuple]:
+    """The (task_id, hour_cst) partitions within `hours` hours of one of `parts`."""
+    return {(task, shift_hour(hour, d)) for task, hour in parts if hour is not None for d in range(-hours, hours + 1)}
+
+
+def _among(parts: set[tuple]) -> Column:
+    """A filter: the rows of these (task_id, hour_cst) partitions."""
+    return F.expr(partition_predicate(load_schema(ITERATION_NETWORK), sorted(parts, key=str)))
+
+
+def _judged_partitions(iterations: DataFrame, changed: set[tuple], rules: Rules) -> tuple[set[tuple], set[tuple]]:
+    """(the partitions of gold.zj_iteration_network whose rows evidence of the `changed`
+    partitions can move; the partitions of the iterations those rows' centred windows read).
+    A row moves when its own evidence changed, when it lies within baseline_k records of such
+    an iteration (the windows of comm_busy_baseline_s), or when a port may be blamed for it and
+    its typical levels read a changed hour (within typical_hours of it). Two small queries over
+    the tasks' iterations."""
+    window = Window.partitionBy("task_id", "restarts_before").orderBy("iteration").rowsBetween(
+        -rules.baseline_k, rules.baseline_k)
+    its = iterations.select("task_id", "iteration", "restarts_before", network_hour().alias("hour_cst"))
+
+    def within(parts: set[tuple], also: Column | None = None) -> set[tuple]:
+        """The partitions of the iterations within baseline_k records of one in `parts` (or `also`)."""
+        near = its.select("task_id", "hour_cst", (F.lit(False) if also is None else also).alias("_also"),
+                          F.max(_among(parts).cast("int")).over(window).alias("_near"))
+        return {tuple(r) for r in near.filter("_also OR _near = 1").select("task_id", "hour_cst").distinct().collect()}
+
+    moved = within(changed, _among(_around(changed, rules.typical_hours)))
+    return moved, within(moved)
+
+
 def rebuild_iteration_network(
     spark: SparkSession, config: Config, changed: dict, scratch: Scratch
-) -> tuple[DataFrame, tuple] | None:
-    """The rows of the tasks whose evidence changed, from that evidence alone (the per-iteration
-    tables), replacing those tasks' partitions. No network table is read: the cost follows the
-    task's iterations, not the hours of traffic it ran through.
-
-    Each port's typical level is a median over the whole task, so every verdict that reads one
-    is made again: those of the iterations a port can be blamed for (may_blame). The others'
-    verdicts read only their own evidence, so only the iterations in the evidence partitions
-    that changed are judged from it; the rest keep the per-iteration figures of the stored
-    verdicts (a whole task when none are stored or its iterations changed). The typical levels
-    are medians of each evidence table by itself. The port evidence, which the verdicts read
-    twice, is stored in `scratch` once. The last hour of a two-task day, in process, 8 + 8 runs
-    alternated: 1.00-1.24 s against 1.40-1.76 s judging every iteration, the same rows."""
+) -> tuple[DataFrame, tuple | None] | None:
+    """The partitions whose rows the changed evidence partitions can move (_judged_partitions),
+    from the evidence of the hours around them alone (the per-iteration tables; no network
+    table is read). Within them only the iterations of the changed partitions and those a port
+    can be blamed for (may_blame) are judged from the evidence; the others keep the
+    per-iteration figures of the stored rows, and the rows their windows read come from the
+    store too. So an hourly ingest judges a few hours of a task, however long it has run. A
+    table not in the lake yet or laid out otherwise is built whole, and a change of the
+    iterations recomputes the changed tasks whole."""
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None
-    parts = sorted({values for table in EVIDENCE for values in changed.get(table, ())})
+    parts = {values for table in EVIDENCE for values in changed.get(table, ())}
     tasks = sorted({values[0] for values in parts})
+    stored, = read_tables(spark, config, ITERATION_NETWORK)
+    if stored is None or "hour_cst" not in stored.columns:
+        return network_verdicts(*frames), None
     if not tasks:
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
-    stored, = read_tables(spark, config, ITERATION_NETWORK)
-    only = known = None
-    if stored is not None and ITERATIONS not in changed:
-        fresh = iterations.select("task_id", "iteration", cst_hour(F.col("start_ts")).alias("hour_cst")).join(
-            spark.createDataFrame(parts, "task_id string, hour_cst string"), ["task_id", "hour_cst"],
-            "left_semi")
-        only = stage(fresh.select("task_id", "iteration").unionByName(may_blame(iterations)),
-                     scratch / f"{ITERATION_NETWORK}.iterations")  # read three times
-        known = stored.filter(F.col("task_id").isin(tasks)).join(only, ["task_id", "iteration"], "left_anti")
-    ports = stage(path_port_evidence(paths, iterations, counters, port_minutes, only=only),
+    if ITERATIONS in changed:
+        fresh = network_verdicts(paths, iterations, counters, port_minutes, flows)
+        whole = stored.filter(F.col("task_id").isin(tasks)).select("task_id", "hour_cst").unionByName(
+            fresh.select("task_id", "hour_cst"))
+        return fresh, tuple(sorted({tuple(r) for r in whole.distinct().collect()}, key=str))
+    rules = Rules()
+    moved, read = _judged_partitions(iterations, parts, rules)
+    iterations = iterations.withColumn("hour_cst", network_hour())
+    context = iterations.filter(_among(read))
+    judged = context.filter(_among(parts)).select("task_id", "iteration")
+    blamable = may_blame(context.drop("hour_cst"), rules).join(
+        context.filter(_among(moved)).select("task_id", "iteration"), ["task_id", "iteration"], "left_semi")
+    only = stage(judged.unionByName(blamable), scratch / f"{ITERATION_NETWORK}.iterations")  # read three times
+    known = stored.filter(_among(read)).join(only, ["task_id", "iteration"], "left_anti")
+    typical = _around(moved, rules.typical_hours)
+    ports = stage(path_port_evidence(paths, iterations.filter(_among(typical)).drop("hour_cst"),
+                                     counters.filter(_among(typical)), port_minutes.filter(_among(typical)),
+                                     rules, only=only),
                   scratch / f"{ITERATION_NETWORK}.ports")
-    return verdicts(paths, iterations, ports, flows, known=known), tuple((task,) for task in tasks)
+    rows = verdicts(paths, context.drop("hour_cst"), ports, flows.filter(_among(read)), rules, known=known)
+    return rows.filter(_among(moved)), tuple(sorted(moved, key=str))
 
 
 DERIVED = [

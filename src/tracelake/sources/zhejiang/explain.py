@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from tracelake.api.tables import read_tables
 from tracelake.config import Config
 from tracelake.errors import TracelakeError
+from tracelake.sources.zhejiang.clock import shift_hour
 from tracelake.sources.zhejiang.transforms.correlate import Rules, carrying_ports, path_port_evidence
 
 ITERATIONS, PATHS = "silver.zj_task_iterations", "silver.zj_task_paths"
@@ -85,6 +86,9 @@ def collect(spark: SparkSession, config: Config, task: str, iteration: int, rule
                        "flow_rtts_ns array<bigint>"))}
     counters = counters.filter(task_only) if counters is not None else empty[COUNTERS]
     minutes = minutes.filter(task_only) if minutes is not None else empty[PORT_MINUTES]
+    if verdict[0].hour_cst is not None:  # the typical levels read the hours within typical_hours only
+        around = [shift_hour(verdict[0].hour_cst, d) for d in range(-rules.typical_hours, rules.typical_hours + 1)]
+        counters, minutes = (f.filter(F.col("hour_cst").isin(around)) for f in (counters, minutes))
     only = spark.createDataFrame([(task, iteration)], "task_id string, iteration int")
     leafs = paths.select("device_name", "port_name", "leaf").distinct()
     evidence = path_port_evidence(paths, iterations, counters, minutes, rules, only=only)
@@ -139,7 +143,7 @@ def _header(chain: Chain, rules: Rules) -> list[str]:
     return lines
 
 
-def _evidence(chain: Chain) -> list[str]:
+def _evidence(chain: Chain, rules: Rules) -> list[str]:
     v = chain.verdict
     suspect = (v["suspect_device_name"], v["suspect_port_name"])
     header = ("  port (role)", "counted", "util max (typ)", "time >= 0.90 (typ)", "loss pkts (typ)",
@@ -158,7 +162,8 @@ def _evidence(chain: Chain) -> list[str]:
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
     fmt = "".join(f"{{:<{w}}}  " for w in widths)
     return [f"evidence on the task's path ({len(chain.path)} ports carry its traffic, {len(body)} with data; "
-            "typical = the port's median over the task's iterations; * the suspect):", fmt.format(*header).rstrip(),
+            f"typical = the port's median over the task's iterations within {rules.typical_hours} hours; * the suspect):",
+            fmt.format(*header).rstrip(),
             *(fmt.format(*row).rstrip() for row in body)]
 
 
@@ -235,7 +240,7 @@ def _coverage(chain: Chain) -> list[str]:
 
 
 def render(chain: Chain, rules: Rules = RULES) -> list[str]:
-    sections = [_header(chain, rules), _evidence(chain), _why(chain, rules), _parties(chain), _coverage(chain)]
+    sections = [_header(chain, rules), _evidence(chain, rules), _why(chain, rules), _parties(chain), _coverage(chain)]
     lines: list[str] = []
     for section in (s for s in sections if s):
         if lines:

@@ -73,9 +73,10 @@ def _same(left: DataFrame, right: DataFrame, columns: tuple[str, ...]) -> Column
 def rebuild_interference(
     spark: SparkSession, config: Config, changed: dict, scratch: Scratch,
 ) -> tuple[DataFrame, tuple | None] | None:
-    """Only what changed: the shared ports of the slow iterations of the tasks whose verdicts or
-    evidence changed and of every task's iterations near a changed flow hour are found again
-    (from gold.zj_iteration_network and the evidence of those iterations' partitions alone);
+    """Only what changed: the shared ports of the slow iterations in the (task_id, hour_cst)
+    partitions whose verdicts or evidence changed and of every task's iterations near a changed
+    flow hour are found again (from gold.zj_iteration_network and the evidence of those
+    iterations' partitions alone);
     the parties are computed again for the ports that are new or whose facts changed, and for
     those near a changed flow hour, from the flow partitions of the hours around them only; rows
     of ports no longer shared-and-slow go. Those rows replace theirs in the (task_id, hour_cst)
@@ -92,10 +93,10 @@ def rebuild_interference(
     stored, = read_tables(spark, config, ITERATION_INTERFERENCE)
     if stored is None or "hour_cst" not in stored.columns:
         return interference(gold, paths, ranks, counters, port_minutes, flows), None
-    tasks = sorted({values[0] for table in (ITERATION_NETWORK, ITERATION_COUNTERS, PORT_MINUTES)
-                    for values in changed.get(table, ())})
+    parts = sorted({tuple(values) for table in (ITERATION_NETWORK, ITERATION_COUNTERS, PORT_MINUTES)
+                    for values in changed.get(table, ())}, key=str)
     flow_hours = {values[0] for values in changed.get(FLOW, ())}
-    in_scope = (F.col("task_id").isin(tasks) if tasks else F.lit(False)) | _near(flow_hours)
+    in_scope = F.expr(partition_predicate(load_schema(ITERATION_INTERFERENCE), parts)) | _near(flow_hours)
     scope = gold.filter(in_scope)
     slow_parts = sorted(tuple(r) for r in scope.filter("is_slow AND start_ts IS NOT NULL").select(
         "task_id", cst_hour(F.col("start_ts")).alias("hour_cst")).distinct().collect())

@@ -25,8 +25,10 @@ Rules of gold.zj_iteration_network (defaults in `Rules`; the same text is in its
                most neighbours are slowed (back-to-back episodes defeat a median).
   is_slow      slowdown = duration_s / baseline_s >= slow_factor.
   port evidence per (iteration, port), each measure compared with the port's own typical level:
-               its median over the task's iterations that have it for that port (all-reduce
-               bursts make access ports busy in every iteration, so only the excess counts).
+               its median over the task's iterations that have it for that port and start within
+               typical_hours hours of this one's start hour (all-reduce bursts make access ports
+               busy in every iteration, so only the excess counts; a bounded stretch lets a
+               new hour change only the verdicts near it, however long the task has run).
     counted     the port's counters give a rate for >= min_time_cover of the iteration (a
                 collector outage or missing rows leave holes); shares are of that rated time.
     saturation  counted: util_max >= sat_util, util_max - typical >= min_util_excess, and the
@@ -91,6 +93,7 @@ class Rules:
     rtt_factor: float = 3.0
     min_loss_pkts: int = 1
     top_ports: int = 5
+    typical_hours: int = 3
 
 
 # ---------------------------------------------------------------- the task's path
@@ -347,11 +350,19 @@ PORT_KEYS = ["task_id", "iteration", "device_name", "port_name"]
 TYPICAL = ("util_max", "hot_share", "loss_pkts", "minute_util_max")  # the typical_* levels verdicts read
 
 
+def start_hour(ts: Column) -> Column:
+    """The hour an instant lies in, as whole hours since the epoch: CST and UTC hours share their
+    bounds, so it numbers the CST hour folders too."""
+    return F.floor(F.unix_seconds(ts) / 3600)
+
+
 def path_members(paths: DataFrame, iterations: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(the iterations with an interval: task_id, iteration, duration_s; the ports carrying the
-    task's traffic: task_id, role, device_name, port_name): port_iterations' two sides, joined to
-    the evidence one at a time instead of as their product."""
-    return timed_iterations(iterations).select("task_id", "iteration", "duration_s"), carrying_ports(paths)
+    """(the iterations with an interval: task_id, iteration, duration_s, _hour (start_hour); the
+    ports carrying the task's traffic: task_id, role, device_name, port_name): port_iterations'
+    two sides, joined to the evidence one at a time instead of as their product."""
+    its = timed_iterations(iterations).select("task_id", "iteration", "duration_s",
+                                              start_hour(F.col("start_ts")).alias("_hour"))
+    return its, carrying_ports(paths)
 
 
 def _hot_share(rules: Rules) -> tuple[Column, Column]:
@@ -362,28 +373,32 @@ def _hot_share(rules: Rules) -> tuple[Column, Column]:
 
 def typical_levels(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
                    rules: Rules) -> DataFrame:
-    """Per (task, port) its typical level of each measure: the median over the task's iterations
-    that have it for that port (path_members' iterations and ports; the largest RTT over every
-    row of port_minutes). Taken from each evidence table by itself, in one aggregation each, so a
-    rebuild can judge a few iterations against the whole task without joining the task's
-    evidence rows."""
+    """Per (task, port, _hour) the typical level of each measure for the iterations starting in
+    that hour: the median over the task's iterations that have it for that port and start within
+    typical_hours of it (path_members' iterations and ports; the largest RTT over every row of
+    port_minutes of a timed iteration). Each evidence row counts in the 2 x typical_hours + 1
+    hours around its own. Taken from each evidence table by itself, in one aggregation each, so
+    a rebuild can judge a few iterations without joining the task's evidence rows."""
     counted, hot_share = _hot_share(rules)
     on_path = ports.select(*PORT, F.lit(True).alias("_on_path"))
-    timed = its.select("task_id", "iteration", "duration_s", F.lit(True).alias("_timed"))
+    timed = its.select("task_id", "iteration", "duration_s", "_hour", F.lit(True).alias("_timed"))
     member = F.coalesce(F.col("_on_path") & F.col("_timed"), F.lit(False))  # a row of port_iterations'
+    around = F.explode(F.sequence(F.col("_hour") - rules.typical_hours, F.col("_hour") + rules.typical_hours))
+    keys = [*PORT, "_hour"]
 
     def members(evidence: DataFrame) -> DataFrame:
-        return (evidence.join(F.broadcast(on_path), PORT, "left")
-                .join(F.broadcast(timed), ["task_id", "iteration"], "left"))
+        joined = (evidence.join(F.broadcast(on_path), PORT, "left")
+                  .join(F.broadcast(timed), ["task_id", "iteration"], "inner"))
+        return joined.select("*", around.alias("_judged")).drop("_hour").withColumnRenamed("_judged", "_hour")
 
-    rated = members(counters).groupBy(*PORT).agg(
+    rated = members(counters).groupBy(*keys).agg(
         F.median(F.when(member, F.col("util_max"))).alias("typical_util_max"),
         F.median(F.when(member, hot_share)).alias("typical_hot_share"))
-    minutes = members(port_minutes).groupBy(*PORT).agg(
+    minutes = members(port_minutes).groupBy(*keys).agg(
         F.median(F.when(member, F.col("loss_pkts"))).alias("typical_loss_pkts"),
         F.median(F.when(member, F.col("minute_util_max"))).alias("typical_minute_util_max"),
         F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
-    return rated.join(minutes, PORT, "full")
+    return rated.join(minutes, keys, "full")
 
 
 def port_evidence(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
@@ -398,7 +413,7 @@ def port_evidence(its: DataFrame, ports: DataFrame, counters: DataFrame, port_mi
           .join(F.broadcast(its), ["task_id", "iteration"])
           .filter(F.col("counter_rows").isNotNull() | F.col("minute_rows").isNotNull()
                   | F.col("rtt_max_ns").isNotNull())
-          .join(typical, PORT, "left"))
+          .join(typical, [*PORT, "_hour"], "left"))
     counted, hot_share = _hot_share(rules)
     return ev.select(*PORT_KEYS, "role", "counter_rows", "minute_rows", "util_max", "util_mean", "gbps", "loss_pkts",
                      "minute_util_max", elevated_flows(rules).alias("elevated_flows"), counted.alias("counted"),
@@ -541,8 +556,8 @@ def may_blame(iterations: DataFrame, rules: Rules = Rules()) -> DataFrame:
 def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFrame, port_minutes: DataFrame,
                        rules: Rules = Rules(), only: DataFrame | None = None) -> DataFrame:
     """port_evidence of the tasks' iterations (of `only`'s (task_id, iteration), when given) from
-    the stored evidence tables, each port judged against its typical level over all the task's
-    iterations: verdicts reads it twice (per iteration, suspects), so a caller may store it once
+    the stored evidence tables, each port judged against its typical level over the task's
+    iterations within typical_hours of the iteration's (typical_levels): verdicts reads it twice (per iteration, suspects), so a caller may store it once
     in between."""
     counters, port_minutes = (f.drop("hour_cst") for f in (counters, port_minutes))
     its, ports = path_members(paths, iterations)
@@ -550,6 +565,12 @@ def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFr
     if only is not None:
         its = its.join(only, ["task_id", "iteration"], "left_semi")
     return port_evidence(its, ports, counters, port_minutes, typical, rules)
+
+
+def network_hour() -> Column:
+    """hour_cst of a row of gold.zj_iteration_network: the CST hour folder its iteration starts in
+    (the evidence tables' partition), or ends in when it has no start."""
+    return cst_hour(F.coalesce(F.col("start_ts"), F.col("end_ts")))
 
 
 def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: DataFrame,
@@ -580,7 +601,8 @@ def verdicts(paths: DataFrame, iterations: DataFrame, ev: DataFrame, flows: Data
     blame = (F.col("is_slow") & (F.col("coverage") > 0) & F.coalesce(F.col("network_shaped"), F.lit(True))
              & F.col("cand_reason").isNotNull() & ~F.col("after_restart"))  # a restart's warm-up is not the network's
     return out.select(
-        "task_id", "iteration", "start_ts", "end_ts", "duration_s", "baseline_s", "slowdown", "is_slow",
+        "task_id", "iteration", network_hour().alias("hour_cst"), "start_ts", "end_ts", "duration_s", "baseline_s",
+        "slowdown", "is_slow",
         "is_checkpoint", "access_util_max", "access_util_mean", "uplink_util_max", "nic_gbps_median",
         "comm_busy_s", "comm_busy_baseline_s", "network_shaped", "flow_rtt_p99_ns", "flow_nak_pkts",
         "ecn_marks", "loss_pkts", F.coalesce("ports_expected", F.lit(0)).alias("ports_expected"),
