@@ -180,24 +180,19 @@ def rebuild_iteration_network(
     can be blamed for (may_blame) are judged from the evidence; the others keep the
     per-iteration figures of the stored rows, and the rows their windows read come from the
     store too. So an hourly ingest judges a few hours of a task, however long it has run. A
-    table not in the lake yet or laid out otherwise is built whole, and a change of the
-    iterations recomputes the changed tasks whole."""
+    table not in the lake yet or laid out otherwise, or a change of the iterations (the
+    pipeline builds it whole then anyway: the paths change with them), builds it whole."""
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None
     parts = {values for table in EVIDENCE for values in changed.get(table, ())}
     tasks = sorted({values[0] for values in parts})
     stored, = read_tables(spark, config, ITERATION_NETWORK)
-    if stored is None or "hour_cst" not in stored.columns:
+    if stored is None or "hour_cst" not in stored.columns or ITERATIONS in changed:
         return network_verdicts(*frames), None
     if not tasks:
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
-    if ITERATIONS in changed:
-        fresh = network_verdicts(paths, iterations, counters, port_minutes, flows)
-        whole = stored.filter(F.col("task_id").isin(tasks)).select("task_id", "hour_cst").unionByName(
-            fresh.select("task_id", "hour_cst"))
-        return fresh, tuple(sorted({tuple(r) for r in whole.distinct().collect()}, key=str))
     rules = Rules()
     moved, read = _judged_partitions(iterations, parts, rules)
     iterations = iterations.withColumn("hour_cst", network_hour())

@@ -371,34 +371,43 @@ def _hot_share(rules: Rules) -> tuple[Column, Column]:
     return counted, F.when(counted, F.col("hot_s") / F.col("rated_s"))
 
 
+def middle(values: Column, q: float = 0.5) -> Column:
+    """Quantile q (linear between neighbours, as percentile's) of an array's non-null values;
+    null when it has none."""
+    ordered = F.array_sort(F.array_compact(values))
+    pos = (F.size(ordered) - 1) * F.lit(q)
+    lo, hi = F.floor(pos).cast("int"), F.ceil(pos).cast("int")
+    low = F.get(ordered, lo)
+    return F.when(F.size(ordered) > 0, low + (F.get(ordered, hi) - low) * (pos - lo))
+
+
 def typical_levels(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
                    rules: Rules) -> DataFrame:
     """Per (task, port, _hour) the typical level of each measure for the iterations starting in
     that hour: the median over the task's iterations that have it for that port and start within
     typical_hours of it (path_members' iterations and ports; the largest RTT over every row of
-    port_minutes of a timed iteration). Each evidence row counts in the 2 x typical_hours + 1
-    hours around its own. Taken from each evidence table by itself, in one aggregation each, so
-    a rebuild can judge a few iterations without joining the task's evidence rows."""
+    port_minutes of a timed iteration). Each evidence table's values are gathered per hour once,
+    and each hour's lists are handed to the 2 x typical_hours + 1 hours around it, so a row is
+    moved once, not once per hour that reads it."""
     counted, hot_share = _hot_share(rules)
     on_path = ports.select(*PORT, F.lit(True).alias("_on_path"))
     timed = its.select("task_id", "iteration", "duration_s", "_hour", F.lit(True).alias("_timed"))
     member = F.coalesce(F.col("_on_path") & F.col("_timed"), F.lit(False))  # a row of port_iterations'
     around = F.explode(F.sequence(F.col("_hour") - rules.typical_hours, F.col("_hour") + rules.typical_hours))
-    keys = [*PORT, "_hour"]
 
-    def members(evidence: DataFrame) -> DataFrame:
-        joined = (evidence.join(F.broadcast(on_path), PORT, "left")
-                  .join(F.broadcast(timed), ["task_id", "iteration"], "inner"))
-        return joined.select("*", around.alias("_judged")).drop("_hour").withColumnRenamed("_judged", "_hour")
+    def levels(evidence: DataFrame, measures: dict[str, Column]) -> DataFrame:
+        rows = (evidence.join(F.broadcast(on_path), PORT, "left")
+                .join(F.broadcast(timed), ["task_id", "iteration"], "inner"))
+        per_hour = rows.groupBy(*PORT, "_hour").agg(*[F.collect_list(c).alias(n) for n, c in measures.items()])
+        spread = per_hour.select(*PORT, around.alias("_judged"), *measures)
+        return spread.groupBy(*PORT, F.col("_judged").alias("_hour")).agg(
+            *[middle(F.flatten(F.collect_list(n))).alias(f"typical_{n}") for n in measures])
 
-    rated = members(counters).groupBy(*keys).agg(
-        F.median(F.when(member, F.col("util_max"))).alias("typical_util_max"),
-        F.median(F.when(member, hot_share)).alias("typical_hot_share"))
-    minutes = members(port_minutes).groupBy(*keys).agg(
-        F.median(F.when(member, F.col("loss_pkts"))).alias("typical_loss_pkts"),
-        F.median(F.when(member, F.col("minute_util_max"))).alias("typical_minute_util_max"),
-        F.median("rtt_max_ns").alias("typical_rtt_max_ns"))
-    return rated.join(minutes, keys, "full")
+    rated = levels(counters, {"util_max": F.when(member, F.col("util_max")), "hot_share": F.when(member, hot_share)})
+    minutes = levels(port_minutes, {"loss_pkts": F.when(member, F.col("loss_pkts").cast("double")),
+                                    "minute_util_max": F.when(member, F.col("minute_util_max")),
+                                    "rtt_max_ns": F.col("rtt_max_ns").cast("double")})
+    return rated.join(minutes, [*PORT, "_hour"], "full")
 
 
 def port_evidence(its: DataFrame, ports: DataFrame, counters: DataFrame, port_minutes: DataFrame,
@@ -557,8 +566,8 @@ def path_port_evidence(paths: DataFrame, iterations: DataFrame, counters: DataFr
                        rules: Rules = Rules(), only: DataFrame | None = None) -> DataFrame:
     """port_evidence of the tasks' iterations (of `only`'s (task_id, iteration), when given) from
     the stored evidence tables, each port judged against its typical level over the task's
-    iterations within typical_hours of the iteration's (typical_levels): verdicts reads it twice (per iteration, suspects), so a caller may store it once
-    in between."""
+    iterations within typical_hours of the iteration's (typical_levels): verdicts reads it twice
+    (per iteration, suspects), so a caller may store it once in between."""
     counters, port_minutes = (f.drop("hour_cst") for f in (counters, port_minutes))
     its, ports = path_members(paths, iterations)
     typical = typical_levels(its, ports, counters, port_minutes, rules)
