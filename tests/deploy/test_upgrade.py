@@ -94,13 +94,15 @@ def test_a_lake_of_the_earlier_release_is_renamed_and_goes_on_as_if_written_by_t
     assert sorted(line.split(":")[0] for line in migrated.stdout.splitlines()) == RENAMED
     assert ("silver.zj_task_ranks: columns renamed to this release's names (sysname -> host_name, "
             "switchname -> device_name, access_port -> port_name; docs/naming.md)") in migrated.stdout
+    added = {"gold.zj_iteration_network": {"hour_cst"}}  # new in this release: the table's next build adds it
     for name in RENAMED:  # the same values under the schema file's names, with its comments
         schema = table_schema(name)
         renames = {old_name: c.name for c in schema.columns for old_name in c.formerly}
         columns, comments, rows = _stored(old, name)
         old_columns, _, old_rows = before[name]
-        assert sorted(columns) == sorted(c.name for c in schema.columns), name
-        assert comments == {c.name: c.comment for c in schema.columns}, name
+        expected = [c for c in schema.columns if c.name not in added.get(name, set())]
+        assert sorted(columns) == sorted(c.name for c in expected), name
+        assert comments == {c.name: c.comment for c in expected}, name
         order = [columns.index(renames.get(c, c)) for c in old_columns]
         assert sorted((tuple(r[i] for i in order) for r in rows), key=repr) == old_rows, name
     again = tracelake("migrate", "--lake", str(old))

@@ -11,7 +11,7 @@ would then have to support."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -53,15 +53,21 @@ def renaming(metadata: dict | None, schema: TableSchema) -> Renaming | None:
 
 def rename_table(spark: SparkSession, config: Config, renamed: Renaming) -> None:
     """Rewrite the table under this release's names in one commit (an overwrite: a crash leaves
-    the table as it was), its column comments those of the schema file."""
+    the table as it was), its column comments those of the schema file. A column this release
+    added (and a partitioning by it) is left to the table's next build, which a rename cannot
+    make: gold.zj_iteration_network's hour_cst, which its next rebuild adds by building it whole."""
     from tracelake.delta.commit import Overwrite, commit
 
     schema = renamed.schema
     path = config.table_path(schema.layer, schema.table)
     stored = spark.read.format("delta").load(path)
     back = {new: old for old, new in renamed.names.items()}
+    kept = tuple(c for c in schema.columns if back.get(c.name, c.name) in stored.columns)
+    if len(kept) < len(schema.columns):  # columns of this release only: the table's next build brings them
+        names = {c.name for c in kept}
+        schema = replace(schema, columns=kept, partition_by=tuple(p for p in schema.partition_by if p in names))
     frame = stored.select(*[F.col(back.get(c.name, c.name)).alias(c.name, metadata={"comment": c.comment})
-                            for c in schema.columns if back.get(c.name, c.name) in stored.columns])
+                            for c in kept])
     commit(spark, config, schema, frame, Overwrite())
     if config.profile == "local" and "://" not in config.lake_root:
         restore_comments(config, schema)
