@@ -324,13 +324,9 @@ def _centred(rules: Rules) -> Window:
 
 def sliding_quantile(col: str, window: Window, q: float) -> Column:
     """Quantile q (linear between neighbours) of the non-null values in a sliding frame. Spark
-    rejects percentile() over a frame, so it is taken from the sorted values the frame collects;
-    Sail 0.7 keeps nulls in a windowed collect_list (Spark drops them), hence array_compact."""
-    values = F.array_sort(F.array_compact(F.collect_list(col).over(window)))
-    pos = (F.size(values) - 1) * F.lit(q)
-    lo, hi = F.floor(pos).cast("int"), F.ceil(pos).cast("int")
-    low = F.get(values, lo)
-    return F.when(F.size(values) > 0, low + (F.get(values, hi) - low) * (pos - lo))
+    rejects percentile() over a frame, so it is taken from the sorted values the frame collects
+    (middle); Sail 0.7 keeps nulls in a windowed collect_list (Spark drops them)."""
+    return middle(F.collect_list(col).over(window), q)
 
 
 def with_baseline(iterations: DataFrame, rules: Rules) -> DataFrame:
