@@ -187,11 +187,11 @@ def rebuild_iteration_network(
         return None
     parts = {values for table in EVIDENCE for values in changed.get(table, ())}
     tasks = sorted({values[0] for values in parts})
+    if not tasks:  # an hour without a task's evidence: nothing to read, not even the stored table
+        return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     stored, = read_tables(spark, config, ITERATION_NETWORK)
     if stored is None or "hour_cst" not in stored.columns or ITERATIONS in changed:
         return network_verdicts(*frames), None
-    if not tasks:
-        return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
     rules = Rules()
     moved, read = _judged_partitions(iterations, parts, rules)
