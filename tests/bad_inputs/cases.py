@@ -411,6 +411,12 @@ def _damaged_lake(damage: str, *command: str):
                 DeltaTable(str(jobs)).alter.add_constraint({"short_jobs": "duration < 1000"})
             write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
             return [[*command, "--raw", str(raw), "--lake", str(lake)]]
+        if damage == "no_commit":  # a first write killed before its commit: a log folder, no version
+            log = raw.parent / "lake" / "bronze" / "itp_jobs" / "_delta_log"  # in the runner's lake: its rows are checked
+            log.mkdir(parents=True)
+            (log / ".00000000000000000000.json.tmp").write_text("")
+            write_archive(raw / "raw-traces.tar.gz", {"cluster01.csv": "\n".join([ITP_HEADER, *good_itp(2)])})
+            return [[*command, "--raw", str(raw)]]
         for table in ("itp_jobs", "zeus_train"):
             write_deltalake(str(lake / "bronze" / table), pa.table({"n": [1, 2, 3]}))
         commit = jobs / "_delta_log" / "00000000000000000000.json"
@@ -1213,6 +1219,10 @@ CASES = [
          "is gone, though its Delta log lists it: restore the file", stdout="bronze.itp_jobs,,,missing data file\n"),
     Case("table_folder_became_a_file_tables", _damaged_lake("file", "tables"), 0,
          "bronze.itp_jobs is not a table (", stdout="bronze.zeus_train,3,0,"),
+    # a first write killed before its commit left a log folder with no version: the next ingest
+    # read it as a table and stopped ("No commit files found in _delta_log", exit 1); it writes it
+    Case("table_log_without_a_commit_is_written_by_the_next_ingest", _damaged_lake("no_commit", "ingest", "itp"), 0,
+         rows={"bronze/itp_jobs": 2, "silver/jobs": 2}),
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
          "config local_engine: takes private or tcp, got 'open'"),
     Case("conf_shuffle_partitions_not_a_number", _cli("tables", "--conf", "spark_conf.spark.sql.shuffle.partitions=abc"), 2,

@@ -3,6 +3,7 @@ as `layer.table`, and conforming a frame to a table's schema."""
 
 from __future__ import annotations
 
+import os
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 from tracelake.config import Config
 from tracelake.delta.drift import check_unchanged
 from tracelake.delta.migrate import Renaming, renaming
-from tracelake.delta.protocol import DamagedLog, check_protocol, read_log
+from tracelake.delta.protocol import DamagedLog, check_protocol, has_commit, holds_a_commit, read_log
 from tracelake.errors import TracelakeError
 from tracelake.io import objectstore
 from tracelake.schema import LAYERS, TableSchema, table_schema
@@ -45,7 +46,7 @@ def quote_name(name: str) -> str:
 
 def table_exists(spark: SparkSession, path: str) -> bool:
     if "://" not in path:
-        return (Path(path) / "_delta_log").is_dir()
+        return has_commit(path)
     try:
         spark.read.format("delta").load(path).schema  # noqa: B018 - touching it is the check
         return True
@@ -108,7 +109,7 @@ def list_lake_tables(config: Config) -> list[tuple[str, str]]:
                 if not log.is_dir():
                     _not_a_folder_table(layer, child)
                     continue
-                if not any(log.glob("*.json")) and not any(log.glob("*.checkpoint.parquet")):
+                if not holds_a_commit(os.listdir(log)):
                     _not_a_table(layer, child.name, str(log))
                     continue
                 found.append((layer, child.name))
@@ -141,7 +142,7 @@ def _listed_tables(root: str) -> list[tuple[str, str]]:
         for table in objectstore.list_dirs(f"{root}/{layer}"):
             log = f"{root}/{layer}/{table}/_delta_log"
             names = [rel for rel, _ in objectstore.list_files(log) if "/" not in rel]
-            if not any(n.endswith(".json") or n.endswith(".checkpoint.parquet") for n in names):
+            if not holds_a_commit(names):
                 if names:  # a log without a commit; no log at all is no table
                     _not_a_table(layer, table, log)
                 continue

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracelake.errors import TracelakeError, first_line
@@ -42,7 +41,9 @@ def _delta_table(engine: Engine, path: str):
     reach the path the engine writes to."""
     from deltalake import DeltaTable
 
-    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
+    from tracelake.delta.protocol import has_commit
+
+    if "://" not in path and not has_commit(path):
         raise TracelakeError(
             f"{path} is not a Delta table readable from this process; the '{engine.profile}' engine "
             "has no DESCRIBE HISTORY/OPTIMIZE/VACUUM SQL, so maintenance needs the lake path "

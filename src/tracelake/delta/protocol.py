@@ -59,6 +59,16 @@ def _names(log: str) -> list[str]:
     return os.listdir(log) if os.path.isdir(log) else []
 
 
+def holds_a_commit(names: list[str]) -> bool:
+    """Whether log entries hold a version: a first write killed before its commit leaves a
+    `_delta_log` with none (or a temporary file only), which is no table."""
+    return any(_COMMIT.fullmatch(n) or _CHECKPOINT.fullmatch(n) for n in names)
+
+
+def has_commit(path: str) -> bool:
+    return holds_a_commit(_names(f"{path.rstrip('/')}/_delta_log"))
+
+
 class DamagedLog(TracelakeError):
     """A commit of the table's log that no Delta reader can read: cut short, not JSON, or empty."""
 
