@@ -98,6 +98,20 @@ def test_a_call_the_server_ended_without_sparks_error_names_its_status_and_messa
             f"tracelake: error: SparkConnectGrpcException: the engine's call ended with INTERNAL: {said}\n")
 
 
+def test_a_call_the_engine_ended_but_could_not_resume_says_to_run_again():
+    """A CI ingest ended with Sail's 'task context not found for operation': the client resumed
+    (ReattachExecute) a call whose task had already ended, and the engine keeps nothing to resume."""
+    from tracelake.app.cli import _one_line
+
+    text = ("<_MultiThreadedRendezvous of RPC that terminated with:\n\tstatus = StatusCode.INTERNAL\n"
+            '\tdetails = "internal error: task context not found for operation"\n'
+            '\tdebug_error_string = "UNKNOWN:Error received from peer"\n>')
+    assert _one_line(RuntimeError(text)) == (
+        "the engine's answer to a call was cut off and could not be resumed: the call had already ended on the "
+        "engine's side (Sail: 'task context not found for operation'); tables keep their last committed versions: "
+        "run the same command again")
+
+
 def test_the_engine_meeting_a_full_disk_is_exit_2_as_in_python(monkeypatch, capsys):
     class SparkRuntimeException(Exception):
         pass
