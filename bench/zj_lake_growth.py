@@ -4,6 +4,7 @@ hour the CLI's wall time and peak RSS (its own process: parse, gate, Delta, rate
 and rows and files per table; asserts nothing.
 
     python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR] [--backfill] [--rev REV]
+                                   [--repeat-last N]
 
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
@@ -19,6 +20,10 @@ With --rev REV, every hour is also ingested by that git revision's code (bench/r
 lake of its own, right before or after this code's ingest of the same raw hour (the order
 alternates hour by hour, so the machine's drift hits both alike), and the day's totals are
 compared (the hot-path issue's target: the day >= 2.5x faster than the code before it).
+--repeat-last N (with --rev) then ingests the last hour N more times with each code, each time
+on a copy of that code's lake as it stood before the hour, alternating A B B A ..., and prints
+each code's walls and its mean seconds per step: one hour's cost, step by step, without the
+day's drift between hours.
 """
 
 from __future__ import annotations
@@ -192,6 +197,33 @@ def backfill(hours: list[str], world: list[str], raw: Path, lake: Path) -> None:
     print(f"  steps: {slowest_steps(err)}")
 
 
+def repeat_last(hour: str, raw: Path, work: Path, old_src: Path, rev: str, times: int) -> None:
+    """The last hour again, `times` runs of each code on a fresh copy of its lake as it stood
+    before the hour (A B B A ...), then each code's walls and mean seconds per step."""
+    runs: dict[str, list[tuple[float, dict[str, float]]]] = {"this code": [], rev: []}
+    for k in range(times):
+        order = [("this code", None, "lake"), (rev, old_src, "lake-rev")]
+        for label, src, name in order if k % 2 == 0 else order[::-1]:
+            trial = work / "trial"
+            shutil.copytree(work / f"{name}-before-last", trial, symlinks=True)
+            wall, _, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--hours", hour,
+                                             "--lake", str(trial)], src)
+            shutil.rmtree(trial)
+            if rc != 0:
+                sys.exit(f"{label}'s ingest of {hour} failed: {err.strip().splitlines()[-1] if err.strip() else rc}")
+            runs[label].append((wall, step_seconds(err)))
+    print(f"\nthe last hour {hour} again, {times} runs of each code alternated, each on its lake as before the hour:")
+    for label, done in runs.items():
+        print(f"  {label}: walls {' '.join(f'{w:.1f}' for w, _ in done)} s, mean {sum(w for w, _ in done) / times:.2f} s")
+    names = sorted({n for done in runs.values() for _, steps in done for n in steps},
+                   key=lambda n: -sum(steps.get(n, 0.0) for _, steps in runs["this code"]))
+    print(f"  {'step':<44} {'this code':>9} {rev:>9}  (mean s)")
+    for name in names:
+        means = [sum(steps.get(name, 0.0) for _, steps in runs[label]) / times for label in runs]
+        if max(means) >= 0.05:
+            print(f"  {name:<44} {means[0]:9.2f} {means[1]:9.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=int, default=24)
@@ -200,6 +232,9 @@ def main() -> None:
     parser.add_argument("--start", default="2024052400")
     parser.add_argument("--work", help="work folder (default: a temp folder, removed at the end)")
     parser.add_argument("--rev", help="also ingest every hour with this git revision's code, alternating, and compare the day")
+    parser.add_argument("--repeat-last", type=int, default=0,
+                        help="with --rev: ingest the last hour N more times with each code on copies of the lakes "
+                             "as they stood before it, alternating, and compare step by step")
     parser.add_argument("--backfill", action="store_true",
                         help="instead: generate the hours, then ingest them in ONE run (--hours FROM..TO), "
                              "as a backfill does; prints its wall and peak (target: an hour's peak, <= 6 GB)")
@@ -227,7 +262,7 @@ def main() -> None:
     steps: list[dict[str, float]] = []  # each hour's progress steps, for the projection
     disk: list[dict[str, int]] = []  # the lake's bytes per table after each hour
 
-    def one_hour(hour: str, label: str, full: bool = False, compare: bool = False) -> float:
+    def one_hour(hour: str, label: str, full: bool = False, compare: bool = False, keep_raw: bool = False) -> float:
         started = time.perf_counter()
         generated = subprocess.run([*CLI, *world, "--only-hour", hour], capture_output=True, text=True)
         gen_s = time.perf_counter() - started
@@ -243,7 +278,8 @@ def main() -> None:
         disk.append(lake_bytes(lake))
         if compare and not old_first:
             old_hour(hour, scope)
-        shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
+        if not keep_raw:
+            shutil.rmtree(raw / "trafficinfo" / hour, ignore_errors=True)  # disk stays bounded
         print(f"{label:<11} {gen_s:5.1f}  {wall:8.1f}  {peak:7.2f}  {rc:2d}  {table_line(lake)}", flush=True)
         print(f"{'':11} steps: {slowest_steps(err)}", flush=True)
         if rc != 0:
@@ -255,8 +291,14 @@ def main() -> None:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
         return
+    repeat = args.repeat_last if old_src is not None and len(hours) > 1 else 0
     for i, hour in enumerate(hours):
-        walls.append(one_hour(hour, hour, full=i == 0, compare=old_src is not None))
+        if repeat and i == len(hours) - 1:
+            for name in ("lake", "lake-rev"):
+                shutil.copytree(work / name, work / f"{name}-before-last", symlinks=True)
+        walls.append(one_hour(hour, hour, full=i == 0, compare=old_src is not None, keep_raw=bool(repeat)))
+    if repeat:
+        repeat_last(hours[-1], raw, work, old_src, args.rev, repeat)
     if old:
         print(f"\nthe day, {len(hours)} hours: this code {sum(walls):.0f} s, {args.rev} {sum(w for w, _, _ in old):.0f} s: "
               f"{sum(w for w, _, _ in old) / sum(walls):.2f}x faster (target >= 2.5); peak RSS max {max(peaks):.2f} GB "
