@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from helpers import itp_csv, job_id, tracelake_in_process, write_archive
 
-from tracelake.delta.protocol import Protocol, table_protocol
+from tracelake.delta.protocol import Protocol, holds_a_commit, table_protocol
 
 pytestmark = pytest.mark.delta_io
 
@@ -61,6 +61,16 @@ def _cli(engine, lake: Path, *args: str):
 
 
 @pytest.mark.slow_on_classic  # its share of the spark profile's set runs in `bash dev e2e`
+def test_a_log_is_a_table_once_it_holds_a_commit_or_a_checkpoint():
+    """A first write killed before its commit leaves a log folder with a temporary file, or none."""
+    version = "00000000000000000010"
+    assert [holds_a_commit(names) for names in (
+        [f"{version}.json"], [f"{version}.checkpoint.parquet"], [f"{version}.checkpoint.0000000001.0000000002.parquet"],
+        [f"{version}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"],  # a v2 checkpoint in json
+        [], [f".{version}.json.tmp"], ["_last_checkpoint", f"{version}.crc"], ["_commits"],
+    )] == [True, True, True, True, False, False, False, False]
+
+
 def test_a_reader_feature_of_a_newer_delta_stops_reads_and_writes_naming_table_and_feature(engine, lake, tmp_path):
     _raise_protocol(lake / "bronze" / "itp_jobs", ["fancyNewFeature"], ["fancyNewFeature"])
     message = ("tracelake: error: bronze.itp_jobs: its Delta protocol needs the table feature 'fancyNewFeature' "

@@ -59,10 +59,13 @@ def _names(log: str) -> list[str]:
     return os.listdir(log) if os.path.isdir(log) else []
 
 
+_VERSION = re.compile(r"\d{20}\.(?:json|checkpoint(?:\.[^/]+)?\.(?:parquet|json))")  # a commit or a checkpoint (v2: json too)
+
+
 def holds_a_commit(names: list[str]) -> bool:
     """Whether log entries hold a version: a first write killed before its commit leaves a
     `_delta_log` with none (or a temporary file only), which is no table."""
-    return any(_COMMIT.fullmatch(n) or _CHECKPOINT.fullmatch(n) for n in names)
+    return any(_VERSION.fullmatch(n) for n in names)
 
 
 def has_commit(path: str) -> bool:
