@@ -12,6 +12,7 @@ from corpus import (
     LEAF1,
     PORT_HEADER,
     POWER_HEADER,
+    REMOVE,
     SEREN_HEADER,
     SEREN_ROW,
     TRAIN_HEADER,
@@ -438,6 +439,22 @@ def _damaged_lake(damage: str, *command: str):
             return [[*command, "--raw", str(raw), "--lake", str(lake)]]
         return [[*command, "--lake", str(lake)]]
     return write
+
+
+def _gold_removed_then_an_hour_without_the_task(raw: Path) -> list[list[str]]:
+    """A generated one-hour world (a task, its traffic and the workbook) ingested; then its
+    gold.zj_iteration_network folder is removed and a traffic hour two days later, far from
+    the task's iterations, is ingested. No evidence partition changes, and gold is built
+    whole (it read as "nothing to rebuild" and left the table out of the lake)."""
+    from tracelake.run.registry import generate
+
+    generate("zhejiang", raw / "world", scale=0.01, seed=0, hours=1, tasks=1)
+    generate("zhejiang", raw / "later_world", scale=0.01, seed=0, hours=1, tasks=1, start="2024052600")
+    later = raw / "later" / "trafficinfo"
+    later.mkdir(parents=True)
+    (raw / "later_world" / "trafficinfo" / "2024052600").rename(later / "2024052600")
+    return [["ingest", "zhejiang", "--raw", str(raw / "world")], [REMOVE, "gold/zj_iteration_network"],
+            ["ingest", "zhejiang", "--raw", str(raw / "later")]]
 
 
 def _old_delta_jar(raw: Path) -> list[list[str]]:
@@ -1223,6 +1240,11 @@ CASES = [
     # read it as a table and stopped ("No commit files found in _delta_log", exit 1); it writes it
     Case("table_log_without_a_commit_is_written_by_the_next_ingest", _damaged_lake("no_commit", "ingest", "itp"), 0,
          rows={"bronze/itp_jobs": 2, "silver/jobs": 2}),
+    # a gold table missing from the lake and an hour that changes no task's evidence: the network
+    # rebuild returned "no partition changed" before it looked for the table, which stayed out
+    Case("zj_network_table_removed_is_built_whole_by_an_hour_without_the_task",
+         _gold_removed_then_an_hour_without_the_task, 0,
+         rows={"gold/zj_iteration_network": 546, "silver/zj_task_iterations": 546, "silver/zj_iteration_counters": 2160}),
     Case("local_engine_of_unknown_kind", _cli("tables", "--conf", "local_engine=open"), 2,
          "config local_engine: takes private or tcp, got 'open'"),
     Case("conf_shuffle_partitions_not_a_number", _cli("tables", "--conf", "spark_conf.spark.sql.shuffle.partitions=abc"), 2,

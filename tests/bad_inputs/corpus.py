@@ -27,11 +27,13 @@ PORT_HEADER = "SaveTime,SaveTimeUTC,DeviceName,PortName,InPkts,InOctets,OutPkts,
 LEAF1 = "NH-DC-NM129-B03-ROCE-Leaf-1"
 ST_TIME = "2024/05/24 星期五 00:00:{:06.3f}"
 HOUR_MS = 1716480000000
+REMOVE = "remove-from-lake"  # not a CLI command: the runner removes this table folder (layer/table) between runs
 
 
 @dataclass
 class Case:
-    """`runs`: CLI argument lists run in order (the lake is added); the last one is checked."""
+    """`runs`: CLI argument lists run in order (the lake is added), or [REMOVE, "layer/table"];
+    the last CLI run is checked."""
 
     name: str
     write: Callable[[Path], list[list[str]]]

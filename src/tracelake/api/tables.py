@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 
 from tracelake.config import Config
-from tracelake.delta.catalog import partition_predicate, read_tables
+from tracelake.delta.catalog import lake_holds, partition_predicate, read_tables
 from tracelake.delta.commit import StagedBeside
 from tracelake.delta.fingerprint import changed_groups
 from tracelake.delta.staged_files import commits_staged
@@ -19,8 +19,8 @@ from tracelake.io.staging import Scratch, all_kept_mark, apart_folder, exact_pat
 from tracelake.quality.gate import load_suite
 from tracelake.quality.split import row_flags
 
-__all__ = ["StagedBeside", "changed_groups", "commits_staged", "partition_predicate", "read_tables", "staged_clean",
-           "staged_parse"]
+__all__ = ["StagedBeside", "changed_groups", "commits_staged", "lake_holds", "partition_predicate", "read_tables",
+           "staged_clean", "staged_parse"]
 
 
 def staged_parse(spark: SparkSession, scratch: Scratch, table: str) -> DataFrame | None:

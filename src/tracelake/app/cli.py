@@ -625,6 +625,10 @@ COMMANDS = {
 }
 
 
+# Sail's answer to the client's resume of a call it had already ended (docs/engine-notes.md)
+ENDED_CALL_LOST = "task context not found for operation"
+
+
 def _one_line(exc: BaseException) -> str:
     from tracelake.engine import explain_engine_error
 
@@ -637,7 +641,7 @@ def _one_line(exc: BaseException) -> str:
                 "this run's write of it was not committed: retry")
     if isinstance(exc, TracelakeError):  # ours are one line: a line break in one is echoed input
         return printable(text)
-    if ENDED_CALL_LOST in text:  # docs/engine-notes.md: the client's resume of a call the engine had ended
+    if ENDED_CALL_LOST in text:
         return ("the engine's answer to a call was cut off and could not be resumed: the call had already ended "
                 f"on the engine's side (Sail: '{ENDED_CALL_LOST}'); tables keep their last committed "
                 "versions: run the same command again")
@@ -645,9 +649,6 @@ def _one_line(exc: BaseException) -> str:
     if rpc:
         return printable(f"{type(exc).__name__}: {rpc}")
     return printable(f"{type(exc).__name__}: {text.splitlines()[0]}")
-
-
-ENDED_CALL_LOST = "task context not found for operation"
 
 
 def _rpc_end(text: str) -> str | None:

@@ -54,6 +54,11 @@ def table_exists(spark: SparkSession, path: str) -> bool:
         return False
 
 
+def lake_holds(spark: SparkSession, config: Config, name: str) -> bool:
+    """Whether the lake holds table `layer.table` (a local one: a look at its log alone)."""
+    return table_exists(spark, config.table_path(*name.split(".", 1)))
+
+
 def read_tables(spark: SparkSession, config: Config, *names: str) -> list[DataFrame | None]:
     """Lake tables by `layer.table`, None for each that does not exist yet."""
     frames: list[DataFrame | None] = []

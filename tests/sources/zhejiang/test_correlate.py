@@ -309,6 +309,33 @@ def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_w
     assert {r.iteration: r.suspect_reason for r in without.collect() if r.suspect_reason != "none"} == {12: "loss"}
 
 
+@pytest.mark.parametrize("changed, held, whole", [
+    ({"silver.zj_task_iterations": (("t1",),)}, True, True),  # new iterations, no new traffic
+    ({"silver.zj_iteration_counters": ()}, True, False),  # an hour without a task's evidence
+    ({"silver.zj_iteration_counters": ()}, False, True),  # ... and gold not in the lake yet
+])
+def test_the_network_rebuild_builds_whole_on_changed_iterations_or_a_missing_table(
+        spark, tmp_path, monkeypatch, changed, held, whole):
+    """rebuild_iteration_network decides before it reads any evidence: a change of the
+    iterations, or a gold table not in the lake yet, builds gold whole (partitions None), even
+    when no evidence partition changed; an hour with no task's evidence changes no partition."""
+    from tracelake.sources.zhejiang import correlate
+
+    built = spark.createDataFrame([(1,)], "whole int")
+    monkeypatch.setattr(correlate, "read_tables", lambda spark, config, *names: [built for _ in names])
+    monkeypatch.setattr(correlate, "lake_holds", lambda spark, config, name: held, raising=False)
+    monkeypatch.setattr(correlate, "network_verdicts", lambda *frames: built if len(frames) == 5 else None)
+    if not held:
+        monkeypatch.setattr(correlate, "read_tables", lambda spark, config, *names: [
+            None if name == correlate.ITERATION_NETWORK else built for name in names])
+    frame, partitions = correlate.rebuild_iteration_network(spark, make_config(tmp_path), changed, None)
+    if whole:
+        assert (frame is built, partitions) == (True, None)
+    else:
+        assert (frame.count(), frame.columns, partitions) == (
+            0, load_schema(correlate.ITERATION_NETWORK).spark_schema().fieldNames(), ())
+
+
 def test_no_network_data_means_coverage_zero_and_no_suspect(spark):
     """The pipeline's case before any traffic is ingested (local only: one more full plan is slow
     on classic Spark; iterations 17-19 of the scenario cover the rule there)."""

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from tracelake.api.contract import PartialBuild, TableInput, derived
-from tracelake.api.tables import partition_predicate, read_tables
+from tracelake.api.tables import lake_holds, partition_predicate, read_tables
 from tracelake.config import Config
 from tracelake.io.frames import union_plain
 from tracelake.io.staging import Scratch, stage
@@ -185,12 +185,15 @@ def rebuild_iteration_network(
     frames = read_tables(spark, config, PATHS, ITERATIONS, *EVIDENCE)
     if any(f is None for f in frames):
         return None
+    if ITERATIONS in changed:
+        return network_verdicts(*frames), None
     parts = {values for table in EVIDENCE for values in changed.get(table, ())}
     tasks = sorted({values[0] for values in parts})
-    if not tasks:  # an hour without a task's evidence: nothing to read, not even the stored table
+    if not tasks and lake_holds(spark, config, ITERATION_NETWORK):
+        # an hour without a task's evidence: no snapshot or schema of the stored table to read
         return spark.createDataFrame([], load_schema(ITERATION_NETWORK).spark_schema()), ()
     stored, = read_tables(spark, config, ITERATION_NETWORK)
-    if stored is None or "hour_cst" not in stored.columns or ITERATIONS in changed:
+    if stored is None or "hour_cst" not in stored.columns:
         return network_verdicts(*frames), None
     paths, iterations, counters, port_minutes, flows = (f.filter(F.col("task_id").isin(tasks)) for f in frames)
     rules = Rules()
