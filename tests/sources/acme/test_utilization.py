@@ -26,6 +26,7 @@ from tracelake.errors import TracelakeError
 from tracelake.io.parse import PARSE_ERRORS, STAGED_RAW_LINE, STAGED_RAW_VALUES
 from tracelake.io.staging import FastParse, Scratch, parse_path
 from tracelake.io.text import RawFile
+from tracelake.quality.gate import load_suite
 from tracelake.quality.split import staged_form
 from tracelake.run.parsing import settle_parse
 from tracelake.run.pipeline import run_ingest
@@ -49,12 +50,13 @@ def _t(*parts: int) -> datetime:
 def _staged(spark, parser, files, staging: Path, table: str):
     """A parse as an ingest stages it (run.parsing.settle_parse with the bronze step's projection:
     raw text kept for the rows set aside only); the one pass falls back as in an ingest. The
-    pass's own columns (its rows' kinds, series and lines) are left out, to compare rows."""
+    pass's own columns (its rows' kinds, series and lines, its proof of a rule) are left out, to
+    compare rows."""
     schema = load_schema(table)
     return settle_parse(spark, parser, files, schema, parse_path(staging, table),
                         lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean),
                         scratch=Scratch(str(staging)), suite={"expectations": []}).rows.drop(
-        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, widepass.ASIDE)
+        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, widepass.ASIDE, widepass.NOT_IPV4)
 
 
 def _given(frame):
@@ -441,6 +443,29 @@ def test_wide_pass_reads_gzip_and_marks_what_it_cannot_take(month, tmp_path):
         assert kinds[-1] == [widepass.MARKER] and widepass.MARKER not in sum(kinds[:-1], [])
 
 
+@pytest.mark.portable
+def test_the_pass_marks_the_cells_node_ip_is_ipv4_would_return(month, tmp_path):
+    """widepass proves node_ip_is_ipv4 (meta.proven_by): its column is true on the cells of a
+    column named as no IPv4 address, exactly those the rule's query returns, and the pattern is
+    the rule's."""
+    suite = load_suite(UTIL)
+    [rule] = [e for e in suite["expectations"] if e["meta"].get("id") == "node_ip_is_ipv4"]
+    assert rule["kwargs"]["unexpected_rows_query"] == (
+        f"SELECT * FROM {{batch}} WHERE NOT node_ip RLIKE '^{widepass.IPV4.pattern}$'")
+    assert rule["meta"]["proven_by"] == {"parser": "acme.utilization", "column": widepass.NOT_IPV4}
+    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
+    names = lines[0].split(",")
+    bad = next(i for i, n in enumerate(names) if n != "Time")
+    names[bad] = names[bad].replace("-", ".1-", 1)  # '<IP>.1-<gpu>', as the release's bad window
+    path = tmp_path / "GPU_UTIL-2023-07.csv"
+    path.write_text("\n".join([",".join(names), *lines[1:6]]) + "\n")
+    cells = pa.concat_tables(t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month))).to_pylist()
+    flagged = {c["node_ip"] for c in cells if c[widepass.NOT_IPV4]}
+    assert flagged == {names[bad].split("-")[0]} and len(flagged.pop().split(".")) == 5
+    assert sum(c[widepass.NOT_IPV4] for c in cells) == sum(c["node_ip"].count(".") == 4 for c in cells) == 5
+    assert not any(c[widepass.NOT_IPV4] for c in cells if c["node_ip"].count(".") == 3)
+
+
 # ------------------------------------------------------------------ ingest with Delta
 
 def _table(spark, config, layer, table):
@@ -469,6 +494,31 @@ def test_fixture_ingest_flags_the_bad_window_and_cpu_above_100pct(engine, spark,
     before = sorted(_table(spark, config, "bronze", "acme_utilization").collect())
     run_ingest(engine, config, "acme", str(FIXTURE))  # identical inputs: nothing changes
     assert sorted(_table(spark, config, "bronze", "acme_utilization").collect()) == before
+
+
+def test_a_clean_input_clears_node_ip_is_ipv4_from_the_pass_files_without_its_query(
+        engine, spark, config, month, monkeypatch):
+    """The files the pass wrote say no cell's node is other than an IPv4 address: the rule is
+    recorded as passed with no rows (the figures its query gives) without running its query,
+    which reads every cell's node."""
+    from tracelake.quality import gate
+
+    raw = Path(config.lake_root).parent / "clean"
+    (raw / "utilization" / "seren").mkdir(parents=True)
+    shutil.copy(month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv", raw / "utilization" / "seren")
+    read = {}  # rule -> the rows its query read
+    query = gate._query_rows
+    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
+                        or query(df, ident, sql))
+    stats = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}
+    kept = stats[UTIL].rows_kept
+    assert kept > 1000 and stats[UTIL].rows_quarantined > 0  # repeated Times: cells the exact parse ranks
+    results = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "node_ip_is_ipv4")).collect()
+    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(True, 0, kept)]
+    assert read["metric_known_and_shaped"] == kept
+    if config.profile == "local":  # the pass writes its files itself: the query reads the exactly parsed cells only
+        assert 0 < read["node_ip_is_ipv4"] < kept / 10
 
 
 def test_generated_month_ingest_counts_match_the_files(engine, spark, config, month):

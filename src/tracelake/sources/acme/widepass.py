@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -50,6 +51,10 @@ SERIES = f"{RESERVED_PREFIX}series"  # the file's series id: the caller drops a 
 LINE = f"{RESERVED_PREFIX}line"  # a raw row's line, as the exact parse reads it (line end removed)
 FILE = f"{RESERVED_PREFIX}file"  # a raw row's file id (the exact parse's file_id)
 ASIDE = f"{RESERVED_PREFIX}aside"  # true but on a cell row: staged apart, so the cells' files are the table's
+# true on a cell whose node_ip the suite's node_ip_is_ipv4 returns: that rule is proven by the pass
+# (meta.proven_by), as the column names are the nodes, and the files' footers say whether any is
+NOT_IPV4 = f"{RESERVED_PREFIX}node_ip_not_ipv4"
+IPV4 = re.compile("[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+")  # the rule's RLIKE, whole (tests/sources/acme: the same)
 CELL, RAW, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
@@ -61,6 +66,7 @@ OUTPUT = pa.schema([
     ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
     ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()), (FILE, pa.int32()), (LINE, pa.string()),
+    (NOT_IPV4, pa.bool_()),
 ])
 OUTPUT_DDL = arrow_ddl(OUTPUT)
 NEWLINE = ord("\n")
@@ -122,6 +128,7 @@ class WideFile:
         self.nodes = pa.array([f[1] for f in facts], pa.string())
         self.gpus = np.array([-1 if f[2] is None else f[2] for f in facts], np.int32)
         self.ibs = pa.array([f[3] for f in facts], pa.string())
+        self.not_ipv4 = np.array([f[1] is not None and IPV4.fullmatch(f[1]) is None for f in facts], bool)
         self.dictionary = bool(row["dictionary"])
         self.span = json.loads(row["span_json"]) if row.get("span_json") else None
         self.overlaps = json.loads(row.get("overlaps_json") or "[]")
@@ -207,6 +214,7 @@ class WideFile:
                    value=pa.array(values.ravel()[flat]))
         if self.ibs.null_count < len(self.ibs):
             row["ib_device"] = self._strings(self.ibs, column_of)
+        row[NOT_IPV4] = pa.array(self.not_ipv4[column_of])
         return pa.table(row)
 
     def matrix(self, table: pa.Table, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -358,7 +366,7 @@ class LongFile(WideFile):
 
 WideFile.written = [("cluster", TEXT), ("metric", TEXT), ("ts", TS), ("node_ip", TEXT), ("gpu_index", pa.int32()),
                     ("ib_device", TEXT), ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT),
-                    (KIND, pa.int8()), (SERIES, pa.int32()), (VERDICT, pa.int8())]
+                    (KIND, pa.int8()), (SERIES, pa.int32()), (NOT_IPV4, pa.bool_()), (VERDICT, pa.int8())]
 POWER_WRITTEN = [("cluster", TEXT), ("kind", TEXT), ("ts", TS), ("node", TEXT), ("component", TEXT),
                  ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT), (KIND, pa.int8()),
                  (SERIES, pa.int32()), (VERDICT, pa.int8())]
