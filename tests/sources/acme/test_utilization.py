@@ -447,7 +447,7 @@ def test_wide_pass_reads_gzip_and_marks_what_it_cannot_take(month, tmp_path):
 def test_the_pass_marks_the_cells_node_ip_is_ipv4_would_return(month, tmp_path):
     """widepass proves node_ip_is_ipv4 (meta.proven_by): its column is true on the cells of a
     column named as no IPv4 address, exactly those the rule's query returns, and the pattern is
-    the rule's."""
+    the rule's; in a file of IPv4 columns only it is null."""
     suite = load_suite(UTIL)
     [rule] = [e for e in suite["expectations"] if e["meta"].get("id") == "node_ip_is_ipv4"]
     assert rule["kwargs"]["unexpected_rows_query"] == (
@@ -464,6 +464,10 @@ def test_the_pass_marks_the_cells_node_ip_is_ipv4_would_return(month, tmp_path):
     assert flagged == {names[bad].split("-")[0]} and len(flagged.pop().split(".")) == 5
     assert sum(c[widepass.NOT_IPV4] for c in cells) == sum(c["node_ip"].count(".") == 4 for c in cells) == 5
     assert not any(c[widepass.NOT_IPV4] for c in cells if c["node_ip"].count(".") == 3)
+    # a file whose every column names an IPv4 address: null, no true row, next to nothing to write
+    path.write_text("\n".join(lines[:6]) + "\n")
+    clean = pa.concat_tables(t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month)))
+    assert clean.num_rows == len(cells) and clean.column(widepass.NOT_IPV4).null_count == len(cells)
 
 
 # ------------------------------------------------------------------ ingest with Delta
