@@ -316,14 +316,14 @@ def test_verdicts_of_a_few_iterations_against_the_whole_tasks_levels_equal_the_w
 ])
 def test_the_network_rebuild_builds_whole_on_changed_iterations_or_a_missing_table(
         spark, tmp_path, monkeypatch, changed, held, whole):
-    """rebuild_iteration_network decides before it reads any evidence: a change of the
-    iterations, or a gold table not in the lake yet, builds gold whole (partitions None), even
-    when no evidence partition changed; an hour with no task's evidence changes no partition."""
+    """rebuild_iteration_network: a change of the iterations, or a gold table not in the lake
+    yet, builds gold whole (partitions None), even when no evidence partition changed; an hour
+    with no task's evidence changes no partition, and reads no stored gold."""
     from tracelake.sources.zhejiang import correlate
 
     built = spark.createDataFrame([(1,)], "whole int")
     monkeypatch.setattr(correlate, "read_tables", lambda spark, config, *names: [built for _ in names])
-    monkeypatch.setattr(correlate, "lake_holds", lambda spark, config, name: held, raising=False)
+    monkeypatch.setattr(correlate, "lake_holds", lambda spark, config, name: held)
     monkeypatch.setattr(correlate, "network_verdicts", lambda *frames: built if len(frames) == 5 else None)
     if not held:
         monkeypatch.setattr(correlate, "read_tables", lambda spark, config, *names: [
