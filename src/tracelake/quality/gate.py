@@ -265,7 +265,7 @@ def _result(ident: str, exp: dict, success: bool, element: int | None = None, un
 
 def _evaluate(
     df: DataFrame, rules: dict[str, dict], flagged: Mapping[str, str], cleared: Collection[str] = (),
-    settled: Collection[str] = (), rows: int | None = None,
+    settled: Collection[str] = (), rows: int | None = None, narrowed: Mapping[str, DataFrame] | None = None,
 ) -> tuple[list[RuleResult], dict[str, Column], int]:
     """GX's SUMMARY results for the rules rowrules evaluates: every map rule's element, missing
     and unexpected counts in one scan (window columns projected first), one query per
@@ -296,7 +296,8 @@ def _evaluate(
         if exp["type"] == "expect_table_row_count_to_be_between":
             results.append(_result(ident, exp, row_count_success(exp, total), observed=json.dumps(total)))
         elif exp["type"] == "unexpected_rows_expectation":
-            found = 0 if ident in cleared else _query_rows(df, ident, exp["kwargs"]["unexpected_rows_query"])
+            found = 0 if ident in cleared else _query_rows((narrowed or {}).get(ident, df), ident,
+                                                           exp["kwargs"]["unexpected_rows_query"])
             percent = found / total * 100 if total else None
             results.append(_result(ident, exp, found == 0, total, found, percent, json.dumps(found)))
     return results, rejected_by, total
@@ -347,6 +348,7 @@ def cleared_with(checked: Mapping[str, str], true: Collection[str], rows: DataFr
 def run_gate(
     df: DataFrame, suite: dict[str, Any], row_id_column: str | None, flagged: Mapping[str, str] | None = None,
     cleared: Collection[str] = (), settled: Collection[str] = (), rows: int | None = None,
+    narrowed: Mapping[str, DataFrame] | None = None,
 ) -> GateOutcome:
     """Validate `df` against the suite. The rule types tracelake.quality.rowrules covers are evaluated
     here (one scan for all row rules, one query per unexpected_rows rule); GX validates any
@@ -355,11 +357,13 @@ def run_gate(
     rows were staged), which is then summed instead of evaluated again. `cleared` names
     unexpected_rows rules the parse already checked for every row and found nothing for
     (meta.proven_by with a column): recorded as passed, with the figures their query would give,
-    without running it. `rows` is df's row count where it is known without a scan (the bronze
-    step counted it; a staged partition's footers give it). `settled` names map rules the parse
-    proved on every row of `df`: none of their columns is missing and none is rejected
-    (meta.proven_by without one). With `rows` and every map rule settled (or none), the scan
-    for the map rules and the row count is not run."""
+    without running it; `narrowed` maps such a rule that some rows may fail to the only rows of
+    `df` its query can return (the staged files its column is true in, and the rows parsed beside
+    them), which its query then reads instead of `df`. `rows` is df's row count where it is known
+    without a scan (the bronze step counted it; a staged partition's footers give it). `settled`
+    names map rules the parse proved on every row of `df`: none of their columns is missing and
+    none is rejected (meta.proven_by without one). With `rows` and every map rule settled (or
+    none), the scan for the map rules and the row count is not run."""
     expectations = suite.get("expectations", [])
     by_id = {expectation_id(e): e for e in expectations}
     for ident, exp in by_id.items():
@@ -368,7 +372,7 @@ def run_gate(
                 f"expectation {ident} is not row-level and cannot quarantine rows: give it severity warning or critical"
             )
     ours = {i: e for i, e in by_id.items() if evaluates(e)}
-    results, rejected_by, total = _evaluate(df, ours, flagged or {}, cleared, settled, rows)
+    results, rejected_by, total = _evaluate(df, ours, flagged or {}, cleared, settled, rows, narrowed)
     quarantined: dict[str, list[str]] = {}
     others = [e for i, e in by_id.items() if i not in ours]
     if others:

@@ -33,7 +33,7 @@ from tracelake.io.parse import (
     VERDICT,
     kept,
 )
-from tracelake.io.staging import Scratch, mark_all_kept, parse_path, staged_footers
+from tracelake.io.staging import Footers, Scratch, mark_all_kept, parse_path, staged_footers
 from tracelake.io.text import RawFile, unreadable
 from tracelake.quality.gate import GateOutcome, cleared_with, expectation_id, load_suite, run_gate
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
@@ -131,11 +131,14 @@ def prepare_table(
     # the rows the gate sees: kept or flagged (re-delivered copies are only counted); no filter to
     # fence when every row parsed and none repeats
     good = parsed.filter(fate <= FLAGGED) if parse_failed or repeated else parsed
-    data_cols = [c.name for c in schema.data_columns]
-    gate = run_gate(good.select(*data_cols, *flags, *([ROW_ID] if by_gx else [])), suite,
+    seen = [*(c.name for c in schema.data_columns), *flags, *([ROW_ID] if by_gx else [])]
+    narrowed = _where_rules_can_fail(
+        spark, verified, cleared, footers, None if beside is None else beside.filter(fate <= FLAGGED), seen,
+    ) if whole_kept else {}
+    gate = run_gate(good.select(*seen), suite,
                     ROW_ID if by_gx else None, flagged={expectation_id(e): name for name, e in flags.items()},
                     cleared=cleared, settled=settled.settled,
-                    rows=rows_flagged + rows_clean)
+                    rows=rows_flagged + rows_clean, narrowed=narrowed)
     gate.results.insert(0, parse_result(rows_read, parse_failed))
     if repeated:
         gate.results.insert(1, repeat_result(rows_read, repeated, _files_of(parsed.filter(fate == REPEATED))))
@@ -154,6 +157,24 @@ def prepare_table(
                              kept_files, None if beside is None else beside.filter(kept()), kept_apart=True)
     return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
                          repeated, path if settled.whole and not parse_failed and not repeated else None)
+
+
+def _where_rules_can_fail(spark: SparkSession, checked: dict[str, str], cleared: Collection[str], footers: Footers,
+                          beside: DataFrame | None, columns: list[str]) -> dict[str, DataFrame]:
+    """The only rows each rule the parse checked (`checked`: id -> its column, true on a row the
+    rule's query could return) can fail, where that is fewer than every row: the staged files
+    whose footers find its column true, and the rows parsed exactly `beside` them, which the
+    proof does not cover. A file whose column is true nowhere holds no row the query returns, so
+    one AcmeTrace file with a bad-window column no longer makes the query read a whole month."""
+    narrowed = {}
+    for ident, column in checked.items():
+        files = footers.true_in.get(column, ())
+        if ident in cleared or len(files) == footers.files:
+            continue
+        rows = [spark.read.parquet(*files).select(*columns)] if files else []
+        rows += [] if beside is None else [beside.select(*columns)]
+        narrowed[ident] = rows[0] if len(rows) == 1 else rows[0].unionByName(rows[1])
+    return narrowed
 
 
 def _counts(rows: DataFrame | None) -> tuple[int, int, int, int, int]:

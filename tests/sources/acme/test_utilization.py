@@ -525,6 +525,31 @@ def test_a_clean_input_clears_node_ip_is_ipv4_from_the_pass_files_without_its_qu
         assert 0 < read["node_ip_is_ipv4"] < kept / 10
 
 
+def test_node_ip_is_ipv4_reads_only_the_file_with_a_bad_window_column(engine, spark, config, month, monkeypatch):
+    """One file whose header has a '<IP>.1' column no longer makes the rule's query read every
+    cell of the run: it reads that file's cells and the exactly parsed ones, and counts what the
+    query over the whole table counts."""
+    from tracelake.quality import gate
+
+    raw = Path(config.lake_root).parent / "one-bad"
+    (raw / "utilization" / "seren").mkdir(parents=True)
+    for name in ("GPU_UTIL-2023-07.csv", "NODE_MEMORY_UTILIZATION-2023-07.csv"):
+        shutil.copy(month / "utilization" / "seren" / name, raw / "utilization" / "seren")
+    read = {}
+    query = gate._query_rows
+    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
+                        or query(df, ident, sql))
+    kept = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}[UTIL].rows_kept
+    table = _table(spark, config, "bronze", "acme_utilization")
+    bad = table.filter(~F.col("node_ip").rlike(f"^{widepass.IPV4.pattern}$")).count()
+    results = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "node_ip_is_ipv4")).collect()
+    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(False, 2, kept)]
+    assert bad == 2 and table.count() == kept
+    if config.profile == "local":  # one sink file per raw file: the GPU_UTIL file's is left unread
+        memory = table.filter(F.col("metric") == "NODE_MEMORY_UTILIZATION").count()
+        assert memory <= read["node_ip_is_ipv4"] < memory + (kept - memory) / 10
+
 def test_generated_month_ingest_counts_match_the_files(engine, spark, config, month):
     stats = {s.table: s for s in run_ingest(engine, config, "acme", str(month))}
     cells, distinct = reference_cells(month)[UTIL]
