@@ -23,7 +23,8 @@ compared (the hot-path issue's target: the day >= 2.5x faster than the code befo
 --repeat-last N (with --rev) then ingests the last hour N more times with each code, each time
 on a copy of that code's lake as it stood before the hour, alternating A B B A ..., and prints
 each code's walls and its mean seconds per step: one hour's cost, step by step, without the
-day's drift between hours.
+day's drift between hours. The middle hour's re-ingest and the whole-lake correlation are then
+left out: they would run on this code's lake only.
 """
 
 from __future__ import annotations
@@ -224,6 +225,26 @@ def repeat_last(hour: str, raw: Path, work: Path, old_src: Path, rev: str, times
             print(f"  {name:<44} {means[0]:9.2f} {means[1]:9.2f}")
 
 
+def reingest_middle(hours: list[str], walls: list[float], one_hour, lake: Path) -> None:
+    """A scheduler's retry of the middle hour: its wall against a new hour's, and which hours' rows
+    it changed (none but its own may)."""
+    middle = hours[len(hours) // 2]
+    before = {t: per_hour_rows(lake, t) for t in TABLES}
+    again = one_hour(middle, f"{middle}*")
+    after = {t: per_hour_rows(lake, t) for t in TABLES}
+    changed = sorted({h for t in TABLES for h in set(before[t]) | set(after[t]) if before[t][h] != after[t][h]})
+    print(f"\nre-ingest of {middle}: {again:.1f} s = {again / (sum(walls[1:]) / max(1, len(walls) - 1)):.2f}x a new hour;"
+          f" hours whose rows changed: {changed or 'none'}")
+
+
+def correlate_whole_lake(raw: Path, lake: Path) -> None:
+    """The tasks over every stored hour: a run without --hours rebuilds the correlation whole."""
+    wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--lake", str(lake)])
+    print(f"whole-lake correlation of the tasks (full ingest, no traffic left to read): {wall:.1f} s, "
+          f"peak {peak:.2f} GB, rc {rc} (target <= 120 s)")
+    print(f"  steps: {slowest_steps(err)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hours", type=int, default=24)
@@ -310,13 +331,8 @@ def main() -> None:
         alike = [i for i, hour in enumerate(hours) if i > 0 and alike_tasks.get(hour) == alike_tasks.get(hours[-1])]
         print()
         print("\n".join(month_projection(walls, peaks, steps, disk[0], disk[len(walls) - 1], len(walls), alike)))
-    middle = hours[len(hours) // 2]
-    before = {t: per_hour_rows(lake, t) for t in TABLES}
-    again = one_hour(middle, f"{middle}*")
-    after = {t: per_hour_rows(lake, t) for t in TABLES}
-    changed = sorted({h for t in TABLES for h in set(before[t]) | set(after[t]) if before[t][h] != after[t][h]})
-    print(f"\nre-ingest of {middle}: {again:.1f} s = {again / (sum(walls[1:]) / max(1, len(walls) - 1)):.2f}x a new hour;"
-          f" hours whose rows changed: {changed or 'none'}")
+    if not repeat:  # a run that repeats the last hour compares two codes; these steps would run on one
+        reingest_middle(hours, walls, one_hour, lake)
     if len(walls) >= 2:
         print(f"last hour / second hour wall: {walls[-1] / walls[1]:.2f}x (target <= 1.2)")
     tasks = tasks_by_hour(lake)
@@ -326,11 +342,8 @@ def main() -> None:
         print(f"last hour / first hour with the same tasks' evidence ({hours[first]}, tasks "
               f"{sorted(tasks.get(hours[-1], ()))}): {walls[-1] / walls[first]:.2f}x ({walls[-1]:.1f} s against "
               f"{walls[first]:.1f} s)")
-    # the tasks over every stored hour: a run without --hours rebuilds the correlation whole
-    wall, peak, rc, err = run_measured(["ingest", "zhejiang", "--raw", str(raw), "--lake", str(lake)])
-    print(f"whole-lake correlation of the tasks (full ingest, no traffic left to read): {wall:.1f} s, "
-          f"peak {peak:.2f} GB, rc {rc} (target <= 120 s)")
-    print(f"  steps: {slowest_steps(err)}")
+    if not repeat:
+        correlate_whole_lake(raw, lake)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
 
