@@ -24,6 +24,9 @@ SUITE = {
 }
 
 
+COLUMNS = ["job_id", "num_gpu", "duration", "_row_id"]
+
+
 def _frame(spark, rows):
     return spark.createDataFrame(rows, "job_id string, num_gpu int, duration bigint, _row_id string")
 
@@ -107,14 +110,40 @@ def test_a_rule_checked_as_the_files_were_made_is_cleared_only_when_no_row_can_f
     def proven(rule: str, column: str) -> dict:  # the suite saying that the parser "p" proves `rule` with `column`
         return {**SUITE, "expectations": [{**e, "meta": {**e["meta"], "proven_by": {"parser": "p", "column": column}}}
                                           if expectation_id(e) == rule else e for e in SUITE["expectations"]]}
-    assert cleared_beside(files["clean"], None, proven(long_jobs, "_long"), "p") == {long_jobs}
-    assert cleared_beside(files["clean"], ok, proven(long_jobs, "_long"), "p") == {long_jobs}
-    assert cleared_beside(files["clean"], bad, proven(long_jobs, "_long"), "p") == set()
-    assert cleared_beside(files["flagged"], None, proven(long_jobs, "_long"), "p") == set()
-    assert cleared_beside(files["clean"], None, proven(long_jobs, "_no_such_column"), "p") == set()
-    assert cleared_beside(files["clean"], None, proven(long_jobs, "_long"), "another") == set()  # not its parser
-    assert cleared_beside(files["clean"], None, proven("short_jobs", "_long"), "p") == set()  # a map rule: not this way
+    def cleared(folder, beside, suite, parser="p"):
+        return cleared_beside(spark, folder, beside, suite, parser, COLUMNS)[0]
+    assert cleared(files["clean"], None, proven(long_jobs, "_long")) == {long_jobs}
+    assert cleared(files["clean"], ok, proven(long_jobs, "_long")) == {long_jobs}
+    assert cleared(files["clean"], bad, proven(long_jobs, "_long")) == set()
+    assert cleared(files["flagged"], None, proven(long_jobs, "_long")) == set()
+    assert cleared(files["clean"], None, proven(long_jobs, "_no_such_column")) == set()
+    assert cleared(files["clean"], None, proven(long_jobs, "_long"), "another") == set()  # not its parser
+    assert cleared(files["clean"], None, proven("short_jobs", "_long")) == set()  # a map rule: not this way
     # the gate then records the cleared rule as its query over every row would: passed, nothing found
     every = _frame(spark, [("a", 1, 700, "r1"), ("b", 2, 900, "r2"), ("c", 4, 999, "r3")])
     outcome = run_gate(every, SUITE, "_row_id", cleared={long_jobs})
     assert outcome == run_gate(every, SUITE, "_row_id")
+
+
+def test_a_rule_checked_as_the_files_were_made_reads_only_the_files_a_row_may_fail_in(spark, tmp_path):
+    """Where some staged files hold a row the check column marks, the rule's query reads those
+    files and the rows computed beside them (the gate's `narrowed`), and finds what its query
+    over every row finds; where every file holds one, it reads every row."""
+    from tracelake.io.staging import Scratch, stage
+    from tracelake.quality.gate import cleared_beside
+
+    suite = {**SUITE, "expectations": [{**e, "meta": {**e["meta"], "proven_by": {"parser": "p", "column": "_long"}}}
+                                       if expectation_id(e) == "long_jobs" else e for e in SUITE["expectations"]]}
+    rows = "job_id string, num_gpu int, duration bigint, _row_id string, _long boolean"
+    mixed, flagged = Scratch(str(tmp_path / "mixed")), Scratch(str(tmp_path / "flagged"))
+    staged = [("a", 1, 700, "r1", False), ("b", 2, 1200, "r2", True)]
+    stage(spark.createDataFrame(staged, rows), mixed, "_long")  # two files: the flag true in one
+    stage(spark.createDataFrame(staged[1:], rows), flagged)
+    beside = _frame(spark, [("c", 4, 1001, "r3")])
+    cleared, narrowed = cleared_beside(spark, mixed, beside, suite, "p", COLUMNS)
+    assert cleared == set() and sorted(r.job_id for r in narrowed["long_jobs"].collect()) == ["b", "c"]
+    every = _frame(spark, [("a", 1, 700, "r1"), ("b", 2, 1200, "r2"), ("c", 4, 1001, "r3")])
+    outcome = run_gate(every, SUITE, "_row_id", narrowed=narrowed)
+    assert outcome == run_gate(every, SUITE, "_row_id")
+    assert [r.unexpected_count for r in outcome.results if r.expectation_id == "long_jobs"] == [2]
+    assert cleared_beside(spark, flagged, beside, suite, "p", COLUMNS) == (set(), {})

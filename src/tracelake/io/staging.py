@@ -147,7 +147,7 @@ class Footers:
     rows: int
     true_in: Mapping[str, tuple[str, ...]]  # the boolean columns asked about that are true on some row: their files
     worst: int  # the highest value of the integer column asked about (0 with no rows, or none asked)
-    files: int = 0  # how many files the parse is staged in
+    files: int = 0  # how many of the files the parse is staged in hold a row
 
     @property
     def true(self) -> frozenset[str]:
@@ -165,10 +165,11 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highes
         return None
     import pyarrow.parquet as pq
 
-    rows, true, worst, files = 0, {}, 0, sorted(Path(str(path)).rglob("*.parquet"))
+    rows, true, worst, files, filled = 0, {}, 0, sorted(Path(str(path)).rglob("*.parquet")), 0
     for staged in files:
         meta = pq.ParquetFile(staged).metadata
         rows += meta.num_rows
+        filled += meta.num_rows > 0
         columns = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
         if any(name not in columns for name in (*booleans, *([highest] if highest else []))):
             return None
@@ -188,7 +189,7 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highes
                         true[name].append(str(staged))
                 elif stats.num_values:  # values but no min/max: cannot tell
                     return None
-    return Footers(rows, {name: tuple(found) for name, found in true.items()}, worst, len(files))
+    return Footers(rows, {name: tuple(found) for name, found in true.items()}, worst, filled)
 
 
 def move_files(files: Scratch, folder: Scratch, columns: Collection[str]) -> bool:

@@ -25,11 +25,11 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracelake.errors import TracelakeError
-from tracelake.io.staging import Scratch, staged_footers
+from tracelake.io.staging import Footers, Scratch, staged_footers
 from tracelake.quality.rowrules import TABLE_RULES, evaluates, in_domain, map_summary, missing, rejects, row_count_success
 from tracelake.resources import resource_dir
 from tracelake.schema import RESERVED_PREFIX
@@ -316,21 +316,47 @@ def _query_rows(df: DataFrame, ident: str, query: str) -> int:
         df.sparkSession.catalog.dropTempView(view)
 
 
-def cleared_beside(files: str | Path | Scratch, rows: DataFrame | None, suite: dict[str, Any],
-                   parser: str) -> set[str]:
+def cleared_beside(spark: SparkSession, files: str | Path | Scratch, rows: DataFrame | None, suite: dict[str, Any],
+                   parser: str, columns: list[str]) -> tuple[set[str], dict[str, DataFrame]]:
     """The unexpected_rows rules that the parser named `parser`, which staged the Parquet files at
     `files`, proves (proofs: a boolean column of the files, true on a row the rule's query could
     return) and that no row fails: the files' footers show no row true, and the query returns
     nothing from `rows` (the rows computed beside the files; None: none). run_gate's `cleared`
     for a derived table whose rows are mostly files staged earlier in the run, so the rule's
-    query is run over the few rows computed now instead of every row (delta.commit.StagedBeside)."""
+    query is run over the few rows computed now instead of every row (delta.commit.StagedBeside);
+    with run_gate's `narrowed` for the others (where_rules_can_fail, the gate's `columns`)."""
     by_id = {expectation_id(e): e for e in suite.get("expectations", [])}
     asked = {i: c for i, c in proofs(suite, parser).items()
              if c is not None and by_id[i]["type"] == "unexpected_rows_expectation"}
     footers = staged_footers(files, asked.values()) if asked else None
     if footers is None:
-        return set()
-    return cleared_with(asked, footers.true, rows, suite)
+        return set(), {}
+    cleared = cleared_with(asked, footers.true, rows, suite)
+    return cleared, where_rules_can_fail(spark, asked, cleared, footers, rows, columns)
+
+
+def where_rules_can_fail(spark: SparkSession, checked: Mapping[str, str], cleared: Collection[str],
+                         footers: Footers, beside: DataFrame | None, columns: list[str]) -> dict[str, DataFrame]:
+    """run_gate's `narrowed`: the only rows each rule a parse checked (`checked`: id -> its column,
+    true on a row the rule's query could return) can fail, where that is fewer than every row:
+    the staged files whose footers find its column true, and the rows `beside` them, which the
+    proof does not cover, as `columns`. A file whose column is true nowhere holds no row the
+    query returns, so one AcmeTrace file with a bad-window column does not make the query read
+    a whole month. A rule is left out (its query reads every row) where the files lack one of
+    `columns`."""
+    narrowed = {}
+    for ident, column in checked.items():
+        files = footers.true_in.get(column, ())
+        if ident in cleared or len(files) == footers.files:
+            continue
+        parts = [] if beside is None else [beside.select(*columns)]
+        if files:
+            read = spark.read.parquet(*files)
+            if not set(columns) <= set(read.columns):
+                continue
+            parts.insert(0, read.select(*columns))
+        narrowed[ident] = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    return narrowed
 
 
 def cleared_with(checked: Mapping[str, str], true: Collection[str], rows: DataFrame | None,

@@ -33,9 +33,9 @@ from tracelake.io.parse import (
     VERDICT,
     kept,
 )
-from tracelake.io.staging import Footers, Scratch, mark_all_kept, parse_path, staged_footers
+from tracelake.io.staging import Scratch, mark_all_kept, parse_path, staged_footers
 from tracelake.io.text import RawFile, unreadable
-from tracelake.quality.gate import GateOutcome, cleared_with, expectation_id, load_suite, run_gate
+from tracelake.quality.gate import GateOutcome, cleared_with, expectation_id, load_suite, run_gate, where_rules_can_fail
 from tracelake.quality.ops import parse_result, repeat_result, warning_lines
 from tracelake.quality.split import row_flags, split_by_gate, staged_form
 from tracelake.run.context import Run, TableStats, record_results
@@ -132,7 +132,7 @@ def prepare_table(
     # fence when every row parsed and none repeats
     good = parsed.filter(fate <= FLAGGED) if parse_failed or repeated else parsed
     seen = [*(c.name for c in schema.data_columns), *flags, *([ROW_ID] if by_gx else [])]
-    narrowed = _where_rules_can_fail(
+    narrowed = where_rules_can_fail(
         spark, verified, cleared, footers, None if beside is None else beside.filter(fate <= FLAGGED), seen,
     ) if whole_kept else {}
     gate = run_gate(good.select(*seen), suite,
@@ -157,24 +157,6 @@ def prepare_table(
                              kept_files, None if beside is None else beside.filter(kept()), kept_apart=True)
     return PreparedTable(table, schema, files, good, parsed.filter(fate >= FAILED), gate, rows_read, parse_failed, known,
                          repeated, path if settled.whole and not parse_failed and not repeated else None)
-
-
-def _where_rules_can_fail(spark: SparkSession, checked: dict[str, str], cleared: Collection[str], footers: Footers,
-                          beside: DataFrame | None, columns: list[str]) -> dict[str, DataFrame]:
-    """The only rows each rule the parse checked (`checked`: id -> its column, true on a row the
-    rule's query could return) can fail, where that is fewer than every row: the staged files
-    whose footers find its column true, and the rows parsed exactly `beside` them, which the
-    proof does not cover. A file whose column is true nowhere holds no row the query returns, so
-    one AcmeTrace file with a bad-window column no longer makes the query read a whole month."""
-    narrowed = {}
-    for ident, column in checked.items():
-        files = footers.true_in.get(column, ())
-        if ident in cleared or len(files) == footers.files:
-            continue
-        rows = [spark.read.parquet(*files).select(*columns)] if files else []
-        rows += [] if beside is None else [beside.select(*columns)]
-        narrowed[ident] = rows[0] if len(rows) == 1 else rows[0].unionByName(rows[1])
-    return narrowed
 
 
 def _counts(rows: DataFrame | None) -> tuple[int, int, int, int, int]:

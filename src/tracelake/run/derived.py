@@ -26,10 +26,10 @@ def publish_derived(
     schema = load_schema(table)
     suite = load_suite(table)
     staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
-    cleared = set()
+    cleared, narrowed = set(), {}
     if isinstance(df, StagedBeside):  # the rules its files were checked against: queried over its own rows only
-        cleared = cleared_beside(df.files, staged.computed, suite, df.made_by)
-    gate = run_gate(staged.frame, suite, None, rows=staged.rows, cleared=cleared)
+        cleared, narrowed = cleared_beside(spark, df.files, staged.computed, suite, df.made_by, staged.frame.columns)
+    gate = run_gate(staged.frame, suite, None, rows=staged.rows, cleared=cleared, narrowed=narrowed)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
         failed = ", ".join(r.expectation_id for r in gate.critical_failures)
