@@ -145,7 +145,7 @@ class Footers:
     """What the footers of a staged parse's Parquet files say of its rows (staged_footers)."""
 
     rows: int
-    true_in: Mapping[str, tuple[str, ...]]  # the boolean columns asked about that are true on some row: their files
+    true_in: Mapping[str, tuple[str, ...]]  # each boolean column asked about that is true on some row: the files
     worst: int  # the highest value of the integer column asked about (0 with no rows, or none asked)
     files: int = 0  # how many of the files the parse is staged in hold a row
 
@@ -157,10 +157,10 @@ class Footers:
 
 def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highest: str | None = None) -> Footers | None:
     """The rows of the Parquet files staged at `path`, which of the `booleans` columns is true on
-    some row and in which files, and the highest value of the integer column `highest` (e.g. io.parse.VERDICT): from
-    the files' footers (their row groups' statistics), without a scan. None where the footers
-    cannot tell: a URL, a column missing, a row group without statistics. Measured on a full
-    Zhejiang hour: the scan that counted the same took 0.75 s."""
+    some row and in which files, and the highest value of the integer column `highest` (e.g.
+    io.parse.VERDICT): from the files' footers (their row groups' statistics), without a scan.
+    None where the footers cannot tell: a URL, a column missing, a row group without statistics.
+    Measured on a full Zhejiang hour: the scan that counted the same took 0.75 s."""
     if objectstore.is_url(str(path)):
         return None
     import pyarrow.parquet as pq
