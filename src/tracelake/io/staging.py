@@ -165,8 +165,8 @@ def staged_footers(path: str | Path | Scratch, booleans: Collection[str], highes
         return None
     import pyarrow.parquet as pq
 
-    rows, true, worst, files, filled = 0, {}, 0, sorted(Path(str(path)).rglob("*.parquet")), 0
-    for staged in files:
+    rows, true, worst, filled = 0, {}, 0, 0
+    for staged in sorted(Path(str(path)).rglob("*.parquet")):
         meta = pq.ParquetFile(staged).metadata
         rows += meta.num_rows
         filled += meta.num_rows > 0

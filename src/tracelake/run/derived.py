@@ -27,8 +27,11 @@ def publish_derived(
     suite = load_suite(table)
     staged = stage_rows(config, schema, df, partitions, run.scratch / f"{table}.parquet")
     cleared, narrowed = set(), {}
-    if isinstance(df, StagedBeside):  # the rules its files were checked against: queried over its own rows only
-        cleared, narrowed = cleared_beside(spark, df.files, staged.computed, suite, df.made_by, staged.frame.columns)
+    # the rules its files were checked against: queried over its own rows only; the table's columns
+    # from its schema, not the frame (on Spark Connect a frame's columns cost a round trip)
+    if isinstance(df, StagedBeside):
+        cleared, narrowed = cleared_beside(spark, df.files, staged.computed, suite, df.made_by,
+                                            [c.name for c in schema.columns])
     gate = run_gate(staged.frame, suite, None, rows=staged.rows, cleared=cleared, narrowed=narrowed)
     if gate.critical_failures:
         record_results(spark, config, run, table, gate)
