@@ -4,7 +4,7 @@ hour the CLI's wall time and peak RSS (its own process: parse, gate, Delta, rate
 and rows and files per table; asserts nothing.
 
     python bench/zj_lake_growth.py [--hours 24] [--ports all|monitored] [--tasks 2] [--work DIR] [--backfill] [--rev REV]
-                                   [--repeat-last N]
+                                   [--repeat-last N] [--skip-hours K]
 
 Targets (issue text): the last hour's wall <= 1.2x the second hour's; every peak <= 6 GB; the
 re-ingest <= 1.2x a new hour and every other hour's rows untouched (compared per hour below);
@@ -14,7 +14,9 @@ steps whose time grows with the lake (month_projection). The first hour is a ful
 (workbook, task logs, traffic); later hours use --hours, as the hourly Airflow DAG does. Beside
 the last/second ratio it prints the last hour over the first later hour whose iterations have
 counter evidence of the same tasks as the last's: an hour without a task's traffic does less
-work, so that ratio is the growth alone.
+work, so that ratio is the growth alone. With --skip-hours K the world spans K + --hours hours and
+the lake starts at its hour K: a day chosen after the tasks have started (the generator starts them
+30-70 % into its world) has their traffic in every hour, so last / second hour compares like with like.
 
 With --rev REV, every hour is also ingested by that git revision's code (bench/revision.py) into a
 lake of its own, right before or after this code's ingest of the same raw hour (the order
@@ -251,6 +253,8 @@ def main() -> None:
     parser.add_argument("--ports", choices=("all", "monitored"), default="all")
     parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--start", default="2024052400")
+    parser.add_argument("--skip-hours", type=int, default=0,
+                        help="the world starts K hours before the first hour ingested (module docstring)")
     parser.add_argument("--work", help="work folder (default: a temp folder, removed at the end)")
     parser.add_argument("--rev", help="also ingest every hour with this git revision's code, alternating, and compare the day")
     parser.add_argument("--repeat-last", type=int, default=0,
@@ -263,10 +267,11 @@ def main() -> None:
     work = Path(args.work or tempfile.mkdtemp(prefix="zj_growth_"))
     raw, lake = work / "raw", work / "lake"
     start = datetime.strptime(args.start, "%Y%m%d%H")
-    hours = [(start + timedelta(hours=i)).strftime("%Y%m%d%H") for i in range(args.hours)]
-    world = ["generate", "zhejiang", "--out", str(raw), "--hours", str(args.hours), "--start", args.start,
+    hours = [(start + timedelta(hours=i)).strftime("%Y%m%d%H") for i in range(args.skip_hours, args.skip_hours + args.hours)]
+    world = ["generate", "zhejiang", "--out", str(raw), "--hours", str(args.skip_hours + args.hours), "--start", args.start,
              "--tasks", str(args.tasks), "--ports", args.ports]
-    print(f"# {args.hours} hours, ports={args.ports}, tasks={args.tasks}, work={work}")
+    print(f"# {args.hours} hours from {hours[0]} (world from {args.start}), ports={args.ports}, tasks={args.tasks}, "
+          f"work={work}")
     print("hour        gen_s  ingest_s  peak_GB  rc  tables (rows r / files f)")
     walls: list[float] = []
     peaks: list[float] = []  # this code's peak RSS of each ingest
