@@ -56,7 +56,8 @@ def _staged(spark, parser, files, staging: Path, table: str):
     return settle_parse(spark, parser, files, schema, parse_path(staging, table),
                         lambda frame, proven, clean=False: staged_form(frame, schema, {}, False, proven, clean),
                         scratch=Scratch(str(staging)), suite={"expectations": []}).rows.drop(
-        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, widepass.ASIDE, widepass.NOT_IPV4)
+        widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, widepass.ASIDE, widepass.NOT_IPV4,
+        widepass.OFF_SHAPE)
 
 
 def _given(frame):
@@ -470,6 +471,39 @@ def test_the_pass_marks_the_cells_node_ip_is_ipv4_would_return(month, tmp_path):
     assert clean.num_rows == len(cells) and clean.column(widepass.NOT_IPV4).null_count == len(cells)
 
 
+@pytest.mark.portable
+def test_the_pass_marks_the_cells_metric_known_and_shaped_would_return(month, tmp_path):
+    """widepass proves metric_known_and_shaped: its column is true on a GPU metric's column with no
+    GPU index, on a node metric's column with one, and on every cell of a metric with no unit;
+    the rule's GPU family is widepass's; in a file where no cell is, it is null."""
+    [rule] = [e for e in load_suite(UTIL)["expectations"] if e["meta"].get("id") == "metric_known_and_shaped"]
+    family = ", ".join(f"'{m}'" for m in widepass.GPU_METRICS)
+    assert rule["kwargs"]["unexpected_rows_query"] == (
+        f"SELECT * FROM {{batch}} WHERE unit IS NULL OR (gpu_index IS NULL) = (metric IN ({family}))")
+    assert rule["meta"]["proven_by"] == {"parser": "acme.utilization", "column": widepass.OFF_SHAPE}
+    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
+    names = lines[0].split(",")
+    bare = next(i for i, n in enumerate(names) if n != "Time")
+    names[bare] = names[bare].split("-")[0]  # '<IP>': a GPU metric's column without its GPU
+    path = tmp_path / "GPU_UTIL-2023-07.csv"
+    path.write_text("\n".join([",".join(names), *lines[1:6]]) + "\n")
+
+    def flags(row):
+        cells = pa.concat_tables(t.cast(widepass.OUTPUT) for t in widepass.one_file(row)).to_pylist()
+        return cells, [c[widepass.OFF_SHAPE] for c in cells]
+
+    cells, marked = flags(_file_row(path, month))
+    assert marked.count(True) == sum(c["gpu_index"] is None for c in cells) == 5
+    assert set(marked) == {True, False}
+    cells, marked = flags({**_file_row(path, month), "unit": None})  # a metric tracelake has no unit for
+    assert marked == [True] * len(cells)
+    cells, marked = flags({**_file_row(path, month), "metric": "NODE_CPU_UTILIZATION"})  # a node metric
+    assert marked.count(False) == 5 and marked.count(True) == len(cells) - 5
+    path.write_text("\n".join(lines[:6]) + "\n")
+    cells, marked = flags(_file_row(path, month))
+    assert cells and marked == [None] * len(cells)
+
+
 # ------------------------------------------------------------------ ingest with Delta
 
 def _table(spark, config, layer, table):
@@ -520,9 +554,50 @@ def test_a_clean_input_clears_node_ip_is_ipv4_from_the_pass_files_without_its_qu
     results = _table(spark, config, "ops", "quality_results").filter(
         (F.col("table_name") == UTIL) & (F.col("expectation_id") == "node_ip_is_ipv4")).collect()
     assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(True, 0, kept)]
-    assert read["metric_known_and_shaped"] == kept
+    shaped = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "metric_known_and_shaped")).collect()
+    assert [(r.success, r.unexpected_count, r.element_count) for r in shaped] == [(True, 0, kept)]
     if config.profile == "local":  # the pass writes its files itself: the query reads the exactly parsed cells only
         assert 0 < read["node_ip_is_ipv4"] < kept / 10
+        assert 0 < read["metric_known_and_shaped"] < kept / 10
+
+
+def test_metric_known_and_shaped_counts_a_bare_gpu_column_and_a_metric_without_unit(engine, spark, config, month,
+                                                                                     monkeypatch):
+    """The rule proven by the pass still counts what its query over the whole table counts: the
+    cells of a GPU_UTIL column named without its GPU, and every cell of a metric tracelake has no
+    unit for; its query reads those files' cells, not the clean file's."""
+    from tracelake.quality import gate
+
+    raw = Path(config.lake_root).parent / "off-shape"
+    seren = raw / "utilization" / "seren"
+    seren.mkdir(parents=True)
+    shutil.copy(month / "utilization" / "seren" / "NODE_MEMORY_UTILIZATION-2023-07.csv", seren)
+    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
+    names = lines[0].split(",")
+    bare = next(i for i, n in enumerate(names) if n != "Time")
+    names[bare] = names[bare].split("-")[0]
+    (seren / "GPU_UTIL-2023-07.csv").write_text("\n".join([",".join(names), *lines[1:40]]) + "\n")
+    (seren / "FAN_SPEED-2023-07.csv").write_text("\n".join(lines[:20]) + "\n")
+    read = {}
+    query = gate._query_rows
+    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
+                        or query(df, ident, sql))
+    kept = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}[UTIL].rows_kept
+    table = _table(spark, config, "bronze", "acme_utilization")
+    [rule] = [e for e in load_suite(UTIL)["expectations"] if e["meta"].get("id") == "metric_known_and_shaped"]
+    table.createOrReplaceTempView("acme_off_shape")
+    off = spark.sql(rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "acme_off_shape"))
+    fan = table.filter(F.col("metric") == "FAN_SPEED")
+    bare_cells = table.filter((F.col("metric") == "GPU_UTIL") & F.col("gpu_index").isNull()).count()
+    assert (fan.count(), fan.filter(F.col("unit").isNull()).count()) == (19 * (len(names) - 1), 19 * (len(names) - 1))
+    assert bare_cells == 39 and off.count() == fan.count() + bare_cells
+    results = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "metric_known_and_shaped")).collect()
+    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(False, off.count(), kept)]
+    if config.profile == "local":  # one sink file per raw file: the NODE_MEMORY file's is left unread
+        memory = table.filter(F.col("metric") == "NODE_MEMORY_UTILIZATION").count()
+        assert kept - memory <= read["metric_known_and_shaped"] < kept - memory + memory / 10
 
 
 def test_node_ip_is_ipv4_reads_only_the_file_with_a_bad_window_column(engine, spark, config, month, monkeypatch):

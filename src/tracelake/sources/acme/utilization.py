@@ -561,6 +561,7 @@ def one_pass(spark: SparkSession, files: list[RawFile], entries: list[dict], per
         F.lit(None).cast("string").alias(ROW_ID),
         F.when(cell, F.array().cast("array<string>")).otherwise(F.array(F.lit(PASS_REASON))).alias(PARSE_ERRORS),
         widepass.KIND, widepass.SERIES, widepass.FILE, widepass.LINE, (~cell).alias(widepass.ASIDE), widepass.NOT_IPV4,
+        widepass.OFF_SHAPE,
     )
 
 

@@ -56,6 +56,12 @@ ASIDE = f"{RESERVED_PREFIX}aside"  # true but on a cell row: staged apart, so th
 # Null in a file whose every column names an IPv4 address: no true row, and next to nothing to encode
 NOT_IPV4 = f"{RESERVED_PREFIX}node_ip_not_ipv4"
 IPV4 = re.compile("[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+")  # the rule's RLIKE, whole (tests/sources/acme: the same)
+# true on a cell the suite's metric_known_and_shaped returns (its unit unknown, or a GPU index where its
+# metric has none or none where it has one), proven the same way: the unit is the file's and the GPU
+# index its column's. Null in a file where no cell is
+OFF_SHAPE = f"{RESERVED_PREFIX}metric_off_shape"
+GPU_METRICS = ("GPU_UTIL", "SM_ACTIVE", "SM_OCCUPANCY", "PIPE_TENSOR_ACTIVE", "DRAM_ACTIVE", "FB_USED", "FB_FREE",
+               "POWER_USAGE", "GPU_TEMP", "MEMORY_TEMP", "MEM_CLOCK", "SM_CLOCK", "MEM_COPY_UTIL", "XID_ERRORS")
 CELL, RAW, MARKER = 0, 1, 2
 MAX_EPOCH_S = 10**11  # the exact parse's bound on epoch seconds (unpivot.epoch_or_timestamp)
 BLOCK_BYTES = 8 * 2**20  # CSV bytes read per block (about 700 lines of 2,000 columns)
@@ -67,7 +73,7 @@ OUTPUT = pa.schema([
     ("cluster", pa.string()), ("metric", pa.string()), ("ts", TS), ("node_ip", pa.string()),
     ("gpu_index", pa.int32()), ("ib_device", pa.string()), ("value", pa.float64()), ("unit", pa.string()),
     ("source_file", pa.string()), (KIND, pa.int8()), (SERIES, pa.int32()), (FILE, pa.int32()), (LINE, pa.string()),
-    (NOT_IPV4, pa.bool_()),
+    (NOT_IPV4, pa.bool_()), (OFF_SHAPE, pa.bool_()),
 ])
 OUTPUT_DDL = arrow_ddl(OUTPUT)
 NEWLINE = ord("\n")
@@ -130,6 +136,8 @@ class WideFile:
         self.gpus = np.array([-1 if f[2] is None else f[2] for f in facts], np.int32)
         self.ibs = pa.array([f[3] for f in facts], pa.string())
         self.not_ipv4 = np.array([f[1] is not None and IPV4.fullmatch(f[1]) is None for f in facts], bool)
+        gpu_metric = row["metric"] in GPU_METRICS
+        self.off_shape = np.array([row["unit"] is None or (f[2] is None) == gpu_metric for f in facts], bool)
         self.dictionary = bool(row["dictionary"])
         self.span = json.loads(row["span_json"]) if row.get("span_json") else None
         self.overlaps = json.loads(row.get("overlaps_json") or "[]")
@@ -215,7 +223,8 @@ class WideFile:
                    value=pa.array(values.ravel()[flat]))
         if self.ibs.null_count < len(self.ibs):
             row["ib_device"] = self._strings(self.ibs, column_of)
-        row[NOT_IPV4] = pa.array(self.not_ipv4[column_of]) if self.not_ipv4.any() else pa.nulls(len(column_of), pa.bool_())
+        for name, flags in ((NOT_IPV4, self.not_ipv4), (OFF_SHAPE, self.off_shape)):
+            row[name] = pa.array(flags[column_of]) if flags.any() else pa.nulls(len(column_of), pa.bool_())
         return pa.table(row)
 
     def matrix(self, table: pa.Table, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -367,7 +376,8 @@ class LongFile(WideFile):
 
 WideFile.written = [("cluster", TEXT), ("metric", TEXT), ("ts", TS), ("node_ip", TEXT), ("gpu_index", pa.int32()),
                     ("ib_device", TEXT), ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT),
-                    (KIND, pa.int8()), (SERIES, pa.int32()), (NOT_IPV4, pa.bool_()), (VERDICT, pa.int8())]
+                    (KIND, pa.int8()), (SERIES, pa.int32()), (NOT_IPV4, pa.bool_()), (OFF_SHAPE, pa.bool_()),
+                    (VERDICT, pa.int8())]
 POWER_WRITTEN = [("cluster", TEXT), ("kind", TEXT), ("ts", TS), ("node", TEXT), ("component", TEXT),
                  ("value", pa.float64()), ("unit", TEXT), ("source_file", TEXT), (KIND, pa.int8()),
                  (SERIES, pa.int32()), (VERDICT, pa.int8())]
