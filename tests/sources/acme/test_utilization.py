@@ -444,20 +444,32 @@ def test_wide_pass_reads_gzip_and_marks_what_it_cannot_take(month, tmp_path):
         assert kinds[-1] == [widepass.MARKER] and widepass.MARKER not in sum(kinds[:-1], [])
 
 
+def _rule(ident: str) -> dict:
+    [rule] = [e for e in load_suite(UTIL)["expectations"] if e["meta"].get("id") == ident]
+    return rule
+
+
+def _gpu_util_renamed(month: Path, rename) -> tuple[list[str], list[str]]:
+    """(the month's July GPU_UTIL lines, its header names with the first value column renamed by `rename`)."""
+    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
+    names = lines[0].split(",")
+    first = next(i for i, n in enumerate(names) if n != "Time")
+    names[first] = rename(names[first])
+    return lines, names
+
+
 @pytest.mark.portable
 def test_the_pass_marks_the_cells_node_ip_is_ipv4_would_return(month, tmp_path):
     """widepass proves node_ip_is_ipv4 (meta.proven_by): its column is true on the cells of a
     column named as no IPv4 address, exactly those the rule's query returns, and the pattern is
     the rule's; in a file of IPv4 columns only it is null."""
-    suite = load_suite(UTIL)
-    [rule] = [e for e in suite["expectations"] if e["meta"].get("id") == "node_ip_is_ipv4"]
+    rule = _rule("node_ip_is_ipv4")
     assert rule["kwargs"]["unexpected_rows_query"] == (
         f"SELECT * FROM {{batch}} WHERE NOT node_ip RLIKE '^{widepass.IPV4.pattern}$'")
     assert rule["meta"]["proven_by"] == {"parser": "acme.utilization", "column": widepass.NOT_IPV4}
-    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
-    names = lines[0].split(",")
-    bad = next(i for i, n in enumerate(names) if n != "Time")
-    names[bad] = names[bad].replace("-", ".1-", 1)  # '<IP>.1-<gpu>', as the release's bad window
+    # '<IP>.1-<gpu>', as the release's bad window
+    lines, names = _gpu_util_renamed(month, lambda name: name.replace("-", ".1-", 1))
+    bad = names.index(next(n for n in names if n != "Time"))
     path = tmp_path / "GPU_UTIL-2023-07.csv"
     path.write_text("\n".join([",".join(names), *lines[1:6]]) + "\n")
     cells = pa.concat_tables(t.cast(widepass.OUTPUT) for t in widepass.one_file(_file_row(path, month))).to_pylist()
@@ -476,15 +488,13 @@ def test_the_pass_marks_the_cells_metric_known_and_shaped_would_return(month, tm
     """widepass proves metric_known_and_shaped: its column is true on a GPU metric's column with no
     GPU index, on a node metric's column with one, and on every cell of a metric with no unit;
     the rule's GPU family is widepass's; in a file where no cell is, it is null."""
-    [rule] = [e for e in load_suite(UTIL)["expectations"] if e["meta"].get("id") == "metric_known_and_shaped"]
+    rule = _rule("metric_known_and_shaped")
     family = ", ".join(f"'{m}'" for m in widepass.GPU_METRICS)
     assert rule["kwargs"]["unexpected_rows_query"] == (
         f"SELECT * FROM {{batch}} WHERE unit IS NULL OR (gpu_index IS NULL) = (metric IN ({family}))")
     assert rule["meta"]["proven_by"] == {"parser": "acme.utilization", "column": widepass.OFF_SHAPE}
-    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
-    names = lines[0].split(",")
-    bare = next(i for i, n in enumerate(names) if n != "Time")
-    names[bare] = names[bare].split("-")[0]  # '<IP>': a GPU metric's column without its GPU
+    # '<IP>': a GPU metric's column without its GPU
+    lines, names = _gpu_util_renamed(month, lambda name: name.split("-")[0])
     path = tmp_path / "GPU_UTIL-2023-07.csv"
     path.write_text("\n".join([",".join(names), *lines[1:6]]) + "\n")
 
@@ -516,6 +526,24 @@ def _warnings(spark, config, table):
     return {r.expectation_id: r.unexpected_count for r in results.collect()}
 
 
+def _counting_queries(monkeypatch) -> dict[str, int]:
+    """rule -> the rows its query read, filled as the gate runs its queries."""
+    from tracelake.quality import gate
+
+    read: dict[str, int] = {}
+    query = gate._query_rows
+    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
+                        or query(df, ident, sql))
+    return read
+
+
+def _recorded(spark, config, ident: str) -> list[tuple]:
+    """(success, unexpected, element count) of each result the run recorded for utilization's rule `ident`."""
+    results = _table(spark, config, "ops", "quality_results").filter(
+        (F.col("table_name") == UTIL) & (F.col("expectation_id") == ident)).collect()
+    return [(r.success, r.unexpected_count, r.element_count) for r in results]
+
+
 def test_fixture_ingest_flags_the_bad_window_and_cpu_above_100pct(engine, spark, config):
     stats = {s.table: s for s in run_ingest(engine, config, "acme", str(FIXTURE))}
     util, power = stats[UTIL], stats[POWER]
@@ -539,24 +567,15 @@ def test_a_clean_input_clears_node_ip_is_ipv4_from_the_pass_files_without_its_qu
     """The files the pass wrote say no cell's node is other than an IPv4 address: the rule is
     recorded as passed with no rows (the figures its query gives) without running its query,
     which reads every cell's node."""
-    from tracelake.quality import gate
-
     raw = Path(config.lake_root).parent / "clean"
     (raw / "utilization" / "seren").mkdir(parents=True)
     shutil.copy(month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv", raw / "utilization" / "seren")
-    read = {}  # rule -> the rows its query read
-    query = gate._query_rows
-    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
-                        or query(df, ident, sql))
+    read = _counting_queries(monkeypatch)
     stats = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}
     kept = stats[UTIL].rows_kept
     assert kept > 1000 and stats[UTIL].rows_quarantined > 0  # repeated Times: cells the exact parse ranks
-    results = _table(spark, config, "ops", "quality_results").filter(
-        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "node_ip_is_ipv4")).collect()
-    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(True, 0, kept)]
-    shaped = _table(spark, config, "ops", "quality_results").filter(
-        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "metric_known_and_shaped")).collect()
-    assert [(r.success, r.unexpected_count, r.element_count) for r in shaped] == [(True, 0, kept)]
+    assert _recorded(spark, config, "node_ip_is_ipv4") == [(True, 0, kept)]
+    assert _recorded(spark, config, "metric_known_and_shaped") == [(True, 0, kept)]
     if config.profile == "local":  # the pass writes its files itself: the query reads the exactly parsed cells only
         assert 0 < read["node_ip_is_ipv4"] < kept / 10
         assert 0 < read["metric_known_and_shaped"] < kept / 10
@@ -567,34 +586,25 @@ def test_metric_known_and_shaped_counts_a_bare_gpu_column_and_a_metric_without_u
     """The rule proven by the pass still counts what its query over the whole table counts: the
     cells of a GPU_UTIL column named without its GPU, and every cell of a metric tracelake has no
     unit for; its query reads those files' cells, not the clean file's."""
-    from tracelake.quality import gate
-
     raw = Path(config.lake_root).parent / "off-shape"
     seren = raw / "utilization" / "seren"
     seren.mkdir(parents=True)
     shutil.copy(month / "utilization" / "seren" / "NODE_MEMORY_UTILIZATION-2023-07.csv", seren)
-    lines = (month / "utilization" / "seren" / "GPU_UTIL-2023-07.csv").read_text().splitlines()
-    names = lines[0].split(",")
-    bare = next(i for i, n in enumerate(names) if n != "Time")
-    names[bare] = names[bare].split("-")[0]
+    lines, names = _gpu_util_renamed(month, lambda name: name.split("-")[0])
     (seren / "GPU_UTIL-2023-07.csv").write_text("\n".join([",".join(names), *lines[1:40]]) + "\n")
     (seren / "FAN_SPEED-2023-07.csv").write_text("\n".join(lines[:20]) + "\n")
-    read = {}
-    query = gate._query_rows
-    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
-                        or query(df, ident, sql))
+    read = _counting_queries(monkeypatch)
     kept = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}[UTIL].rows_kept
     table = _table(spark, config, "bronze", "acme_utilization")
-    [rule] = [e for e in load_suite(UTIL)["expectations"] if e["meta"].get("id") == "metric_known_and_shaped"]
     table.createOrReplaceTempView("acme_off_shape")
-    off = spark.sql(rule["kwargs"]["unexpected_rows_query"].replace("{batch}", "acme_off_shape"))
+    off = spark.sql(_rule("metric_known_and_shaped")["kwargs"]["unexpected_rows_query"].replace(
+        "{batch}", "acme_off_shape")).count()
+    spark.catalog.dropTempView("acme_off_shape")
     fan = table.filter(F.col("metric") == "FAN_SPEED")
     bare_cells = table.filter((F.col("metric") == "GPU_UTIL") & F.col("gpu_index").isNull()).count()
     assert (fan.count(), fan.filter(F.col("unit").isNull()).count()) == (19 * (len(names) - 1), 19 * (len(names) - 1))
-    assert bare_cells == 39 and off.count() == fan.count() + bare_cells
-    results = _table(spark, config, "ops", "quality_results").filter(
-        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "metric_known_and_shaped")).collect()
-    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(False, off.count(), kept)]
+    assert bare_cells == 39 and off == fan.count() + bare_cells
+    assert _recorded(spark, config, "metric_known_and_shaped") == [(False, off, kept)]
     if config.profile == "local":  # one sink file per raw file: the NODE_MEMORY file's is left unread
         memory = table.filter(F.col("metric") == "NODE_MEMORY_UTILIZATION").count()
         assert kept - memory <= read["metric_known_and_shaped"] < kept - memory + memory / 10
@@ -604,22 +614,15 @@ def test_node_ip_is_ipv4_reads_only_the_file_with_a_bad_window_column(engine, sp
     """One file whose header has a '<IP>.1' column no longer makes the rule's query read every
     cell of the run: it reads that file's cells and the exactly parsed ones, and counts what the
     query over the whole table counts."""
-    from tracelake.quality import gate
-
     raw = Path(config.lake_root).parent / "one-bad"
     (raw / "utilization" / "seren").mkdir(parents=True)
     for name in ("GPU_UTIL-2023-07.csv", "NODE_MEMORY_UTILIZATION-2023-07.csv"):
         shutil.copy(month / "utilization" / "seren" / name, raw / "utilization" / "seren")
-    read = {}
-    query = gate._query_rows
-    monkeypatch.setattr(gate, "_query_rows", lambda df, ident, sql: read.setdefault(ident, df.count()) is None
-                        or query(df, ident, sql))
+    read = _counting_queries(monkeypatch)
     kept = {s.table: s for s in run_ingest(engine, config, "acme", str(raw))}[UTIL].rows_kept
     table = _table(spark, config, "bronze", "acme_utilization")
     bad = table.filter(~F.col("node_ip").rlike(f"^{widepass.IPV4.pattern}$")).count()
-    results = _table(spark, config, "ops", "quality_results").filter(
-        (F.col("table_name") == UTIL) & (F.col("expectation_id") == "node_ip_is_ipv4")).collect()
-    assert [(r.success, r.unexpected_count, r.element_count) for r in results] == [(False, 2, kept)]
+    assert _recorded(spark, config, "node_ip_is_ipv4") == [(False, 2, kept)]
     assert bad == 2 and table.count() == kept
     if config.profile == "local":  # one sink file per raw file: the GPU_UTIL file's is left unread
         memory = table.filter(F.col("metric") == "NODE_MEMORY_UTILIZATION").count()
