@@ -439,3 +439,42 @@ def test_a_row_outside_its_cst_hour_folder_is_marked_as_the_hour_rule_tests_it()
     assert start == int(datetime(2024, 5, 23, 16, tzinfo=UTC).timestamp()) * 1000
     ms = np.array([start - 1, start, start + filepass.HOUR_MS - 1, start + filepass.HOUR_MS])
     assert filepass.outside_hour(ms, np.full(4, start)).tolist() == [True, False, False, True]
+
+
+def test_the_sink_takes_every_kept_row_not_set_apart_and_hands_over_the_rest(tmp_path):
+    """parse_files with a sink, per group: a group whose rows are all kept and not set apart (the
+    usual one) goes to the sink whole and hands nothing over; a group with a poll delivered twice
+    and a file parsed line by line hands over exactly the copy and the file's marker. Sink + handed over = the rows
+    parse_files gives without a sink, value for value."""
+    import pyarrow.parquet as pq
+
+    from tracelake.io.sinkfiles import sink_spec
+    from tracelake.sources.zhejiang.synth.ports import write_port_hour
+
+    folder = "NH-DC-NM129-B03-ROCE-Leaf-1_GPU_S9825"
+    ports = [f"TwoHundredGigE1/0/{n}:1" for n in range(1, 2 * grouppass.GROUP_FILES + 1)]
+    paths = write_port_hour(tmp_path / "raw", "2024052400", [(folder, p) for p in ports],
+                            lambda f, port, t: (np.full_like(t, 0.3), np.full_like(t, 0.1)), seed=5)
+    files = [{"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
+              "file_port_name": p.read_text(encoding="utf-8").splitlines()[1].split(",")[3]} for p in paths]
+    second = paths[grouppass.GROUP_FILES:]  # the second group: one poll twice, one line for the exact parse
+    lines = second[0].read_text(encoding="utf-8").splitlines()
+    second[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")
+    second[1].write_text(second[1].read_text(encoding="utf-8") + "not,a,poll\n", encoding="utf-8")
+    batch = pa.RecordBatch.from_pylist(files)
+
+    whole = pa.Table.from_batches(list(grouppass.parse_files(iter([batch]), max_util=MAX_UTIL)))
+    spec = sink_spec(str(tmp_path / "sink"), {"_tl_run": "r1"})
+    handed = pa.Table.from_batches(list(grouppass.parse_files(iter([batch]), max_util=MAX_UTIL, sink_json=spec)),
+                                   schema=filepass.YIELDED)
+    (written,) = (tmp_path / "sink").iterdir()
+    sunk = pq.read_table(written)
+    verdicts = whole.column(VERDICT).to_pylist()
+    assert handed.num_rows == verdicts.count(REPEATED) + verdicts.count(EXACT) == 2  # the copy, the marker
+    assert sorted(set(handed.column("source_file").to_pylist())) == sorted(p.name for p in second[:2])
+    assert sunk.num_rows + handed.num_rows == whole.num_rows
+    assert set(sunk.column("_tl_run").to_pylist()) == {"r1"}
+    key = [("source_file", "ascending"), ("save_time_utc", "ascending"), (VERDICT, "ascending")]
+    columns = [name for name, _ in filepass.WRITTEN if name in filepass.OUTPUT.names]
+    rejoined = pa.concat_tables([sunk.select(columns).cast(pa.schema([filepass.OUTPUT.field(c) for c in columns])), handed.select(columns)])
+    assert rejoined.sort_by(key).equals(whole.select(columns).sort_by(key))

@@ -159,12 +159,13 @@ def _written_off(table: pa.Table, sink: SinkFile) -> pa.Table:
     written = (verdicts == KEPT) & ~apart
     if not written.any():
         return table
-    kept = table.filter(pa.array(written))
+    every = bool(written.all())  # the usual group: a filter would copy all its columns for nothing
+    kept = table if every else table.filter(pa.array(written))
     for name, kind in filepass.WRITTEN:
         if name not in kept.column_names:
             kept = kept.append_column(name, pa.nulls(kept.num_rows, kind))
     sink.write(kept)
-    return table.filter(pa.array(~written))
+    return table.slice(0, 0) if every else table.filter(pa.array(~written))
 
 
 def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = None, *, max_util: float,
