@@ -25,6 +25,10 @@ from tracelake.io import objectstore
 TEXT = pa.dictionary(pa.int32(), pa.string())
 TS = pa.timestamp("us", tz="UTC")
 CODEC = "zstd"  # as the engine's staged writes (io.staging.STAGING_CODEC)
+# values the Parquet writer encodes per call (pyarrow's default: 1,024): its per-call cost weighs
+# on the many near-constant columns (lineage, flags, names). Measured on half a generated Zhejiang
+# hour's sink (5.5 M rows, 36 columns), 4 + 4 writes alternated: 10 % less CPU, the same bytes
+WRITE_BATCH_VALUES = 65_536
 
 
 def sink_spec(folder: str, constants: dict) -> str:
@@ -88,7 +92,7 @@ class SinkFile:
             # row group's column) wrote 30 % slower with them and took 14 % more bytes (62 M cells)
             text = [f.name for f in self.schema if f.type == TEXT]
             self.writer = pq.ParquetWriter(self.stream, self.schema, compression=CODEC, store_schema=False,
-                                           use_dictionary=text)
+                                           use_dictionary=text, write_batch_size=WRITE_BATCH_VALUES)
         self.writer.write_table(out)
         self.rows += table.num_rows
 
