@@ -67,6 +67,17 @@ def _frame(spark, rows: list[tuple]):
                         *COUNTERS)
 
 
+def _last_poll_twice(path) -> None:
+    """The file's last poll delivered once more: an exact copy, counted as repeated and not kept."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")
+
+
+def _a_line_for_the_exact_parse(path) -> None:
+    """A line that is no poll appended: the pass leaves the file to the exact parse."""
+    path.write_text(path.read_text(encoding="utf-8") + "not,a,poll\n", encoding="utf-8")
+
+
 def _pass_rows(spark, hour: str, series: dict[str, tuple[np.ndarray, list[np.ndarray]]], state: dict | None = None):
     """The rows as the one pass stages them: counters plus its rate columns (standalone, or
     continuing from `state`: filepass.state_of the hour before)."""
@@ -243,8 +254,7 @@ def test_the_key_rule_is_the_pass_own_check_with_the_figures_its_query_gives(eng
     assert [tuple(r) for r in bounds] == [(True, rows, 0, 0.0, "0")]
     assert queried_rows.get("rates_within_line_rate", 0) < rows
 
-    lines = files[0].read_text(encoding="utf-8").splitlines()
-    files[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll delivered twice
+    _last_poll_twice(files[0])
     asked.clear()
     again = {s.table: s for s in run_ingest(engine, config, "zhejiang", str(tmp_path / "raw"))}["bronze.zj_port_counters"]
     assert (again.rows_read, again.rows_kept, again.rows_quarantined, again.rows_repeated) == (rows + 1, rows, 0, 1)
@@ -331,8 +341,8 @@ def test_the_pass_yields_a_files_repeated_strings_as_dictionaries_of_the_same_va
     paths = write_port_hour(tmp_path, "2024052400", chosen, lambda folder, port, t: (np.full_like(t, 0.2),
                                                                                       np.full_like(t, 0.1)), seed=7)
     lines = paths[1].read_text(encoding="utf-8").splitlines()
-    paths[1].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")  # one poll twice
-    paths[2].write_text(paths[2].read_text(encoding="utf-8") + "not,a,poll\n", encoding="utf-8")  # line by line
+    _last_poll_twice(paths[1])
+    _a_line_for_the_exact_parse(paths[2])
     files = pa.RecordBatch.from_pylist([
         {"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
          "file_port_name": port} for p, (_, port) in zip(paths, chosen)])
@@ -444,8 +454,8 @@ def test_a_row_outside_its_cst_hour_folder_is_marked_as_the_hour_rule_tests_it()
 def test_the_sink_takes_every_kept_row_not_set_apart_and_hands_over_the_rest(tmp_path):
     """parse_files with a sink, per group: a group whose rows are all kept and not set apart (the
     usual one) goes to the sink whole and hands nothing over; a group with a poll delivered twice
-    and a file parsed line by line hands over exactly the copy and the file's marker. Sink + handed over = the rows
-    parse_files gives without a sink, value for value."""
+    and a file parsed line by line hands over exactly the copy and the file's marker. Sink + handed
+    over = the rows parse_files gives without a sink, value for value."""
     import pyarrow.parquet as pq
 
     from tracelake.io.sinkfiles import sink_spec
@@ -458,9 +468,8 @@ def test_the_sink_takes_every_kept_row_not_set_apart_and_hands_over_the_rest(tmp
     files = [{"path": str(p), "source_file": p.name, "hour_cst": "2024052400", "folder_device_name": DEVICE,
               "file_port_name": p.read_text(encoding="utf-8").splitlines()[1].split(",")[3]} for p in paths]
     second = paths[grouppass.GROUP_FILES:]  # the second group: one poll twice, one line for the exact parse
-    lines = second[0].read_text(encoding="utf-8").splitlines()
-    second[0].write_text("\n".join([*lines, lines[-1]]) + "\n", encoding="utf-8")
-    second[1].write_text(second[1].read_text(encoding="utf-8") + "not,a,poll\n", encoding="utf-8")
+    _last_poll_twice(second[0])
+    _a_line_for_the_exact_parse(second[1])
     batch = pa.RecordBatch.from_pylist(files)
 
     whole = pa.Table.from_batches(list(grouppass.parse_files(iter([batch]), max_util=MAX_UTIL)))
@@ -476,5 +485,6 @@ def test_the_sink_takes_every_kept_row_not_set_apart_and_hands_over_the_rest(tmp
     assert set(sunk.column("_tl_run").to_pylist()) == {"r1"}
     key = [("source_file", "ascending"), ("save_time_utc", "ascending"), (VERDICT, "ascending")]
     columns = [name for name, _ in filepass.WRITTEN if name in filepass.OUTPUT.names]
-    rejoined = pa.concat_tables([sunk.select(columns).cast(pa.schema([filepass.OUTPUT.field(c) for c in columns])), handed.select(columns)])
+    typed = pa.schema([filepass.OUTPUT.field(c) for c in columns])
+    rejoined = pa.concat_tables([sunk.select(columns).cast(typed), handed.select(columns)])
     assert rejoined.sort_by(key).equals(whole.select(columns).sort_by(key))
