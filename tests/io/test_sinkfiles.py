@@ -51,3 +51,26 @@ def test_written_files_move_in_among_staged_ones_only_with_the_staged_columns(tm
     assert sorted(p.name for p in target.local().iterdir()) == ["part-a.parquet", "part-b.parquet"]
     assert not list((tmp_path / "written").iterdir())
     assert not move_files(Scratch(str(tmp_path / "written")), target, ["value"])  # nothing left: nothing moved
+
+
+def test_required_columns_and_constants_are_written_required_and_a_null_there_fails_the_write(tmp_path):
+    """A pass names the columns it never leaves null (io.sinkfiles.SinkFile `required`): those and
+    the constants are required Parquet columns; a null in one fails the write, naming the column,
+    and the discarded file is gone."""
+    import pyarrow.parquet as pq
+
+    spec = sink_spec(str(tmp_path / "written"), {"ingest_run_id": "run-1", "_tl_q0": False})
+    sink = SinkFile(spec, "part-a.parquet", [("key", TEXT), ("value", pa.float64())], required={"key"})
+    sink.write(pa.table({"key": pa.array(["a", "b"]), "value": pa.array([1.0, None])}))
+    sink.close()
+    footer = pq.ParquetFile(tmp_path / "written" / "part-a.parquet").schema
+    assert {footer.column(i).name: footer.column(i).max_definition_level for i in range(len(footer))} == {
+        "key": 0, "value": 1, "ingest_run_id": 0, "_tl_q0": 0}
+    assert pq.read_table(tmp_path / "written" / "part-a.parquet").column("value").to_pylist() == [1.0, None]
+
+    failed = SinkFile(spec, "part-b.parquet", [("key", TEXT)], required={"key"})
+    failed.write(pa.table({"key": pa.array(["a"])}))
+    with pytest.raises(pa.ArrowInvalid, match="Column 'key' is declared non-nullable but contains nulls"):
+        failed.write(pa.table({"key": pa.array(["b", None])}))
+    failed.discard()
+    assert sorted(p.name for p in (tmp_path / "written").iterdir()) == ["part-a.parquet"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from datetime import datetime
 
 import numpy as np
@@ -57,23 +58,30 @@ def _delete(path: str) -> None:
 
 class SinkFile:
     """One Parquet file of the sink: `columns` of each table written (strings dictionary-encoded),
-    then the constants; removed again by `discard` (a pass that failed part way)."""
+    then the constants; removed again by `discard` (a pass that failed part way).
 
-    def __init__(self, spec: str, name: str, columns: list[tuple[str, pa.DataType]]) -> None:
+    The constants and the columns named `required` (those the pass never leaves null) are
+    written as required Parquet columns: the writer then computes no definition levels for them.
+    Measured on a quarter of a generated Zhejiang hour's sink (2.75 M rows, 37 columns, 26 of them
+    required), 6 + 6 writes alternated: 0.85x the CPU (median), the same bytes. A null in such a
+    column fails the write ("declared non-nullable but contains nulls"), and with it the pass's task."""
+
+    def __init__(self, spec: str, name: str, columns: list[tuple[str, pa.DataType]],
+                 required: Collection[str] = ()) -> None:
         given = json.loads(spec)
         self.path = f"{given['folder'].rstrip('/')}/{name}"
         self.constants = {}
-        fields = [pa.field(n, t) for n, t in columns]
+        fields = [pa.field(n, t, nullable=n not in required) for n, t in columns]
         for name_, value in given["constants"].items():
             if isinstance(value, dict) and "ts" in value:
                 self.constants[name_] = pa.scalar(value["ts"], TS)
-                fields.append(pa.field(name_, TS))
+                fields.append(pa.field(name_, TS, nullable=False))
             elif isinstance(value, bool):
                 self.constants[name_] = pa.scalar(value, pa.bool_())
-                fields.append(pa.field(name_, pa.bool_()))
+                fields.append(pa.field(name_, pa.bool_(), nullable=False))
             else:
                 self.constants[name_] = pa.scalar(value, pa.string())
-                fields.append(pa.field(name_, TEXT))
+                fields.append(pa.field(name_, TEXT, nullable=False))
         self.schema = pa.schema(fields)
         self.columns = [n for n, _ in columns]
         self.writer: pq.ParquetWriter | None = None

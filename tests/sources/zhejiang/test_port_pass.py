@@ -483,8 +483,28 @@ def test_the_sink_takes_every_kept_row_not_set_apart_and_hands_over_the_rest(tmp
     assert sorted(set(handed.column("source_file").to_pylist())) == sorted(p.name for p in second[:2])
     assert sunk.num_rows + handed.num_rows == whole.num_rows
     assert set(sunk.column("_tl_run").to_pylist()) == {"r1"}
+    footer = pq.ParquetFile(written).schema
+    required = {footer.column(i).name for i in range(len(footer)) if footer.column(i).max_definition_level == 0}
+    assert required == filepass.WRITTEN_REQUIRED | {"_tl_run"}
     key = [("source_file", "ascending"), ("save_time_utc", "ascending"), (VERDICT, "ascending")]
     columns = [name for name, _ in filepass.WRITTEN if name in filepass.OUTPUT.names]
     typed = pa.schema([filepass.OUTPUT.field(c) for c in columns])
     rejoined = pa.concat_tables([sunk.select(columns).cast(typed), handed.select(columns)])
     assert rejoined.sort_by(key).equals(whole.select(columns).sort_by(key))
+
+
+def test_the_columns_written_required_are_those_no_table_lets_be_null_and_the_pass_own_flags():
+    """The sink writes WRITTEN_REQUIRED as required Parquet columns: each is a column both tables it
+    lands in declare non-null, or a flag of the pass (reserved prefix); the rates and intervals,
+    null where no rate, stay optional."""
+    from tracelake.schema import RESERVED_PREFIX, load_schema
+    from tracelake.sources.zhejiang.ports import TABLE
+
+    schemas = [load_schema(TABLE), load_schema(RATES_TABLE)]
+    for name in filepass.WRITTEN_REQUIRED:
+        if name.startswith(RESERVED_PREFIX):
+            continue
+        declared = [c.nullable for s in schemas for c in s.columns if c.name == name]
+        assert declared and not any(declared), name
+    assert not filepass.WRITTEN_REQUIRED & {"interval_start_utc", "interval_s", "dt_s", "line_rate_bps",
+                                           "in_bytes_per_s", "out_bytes_per_s", "in_util", "out_util"}

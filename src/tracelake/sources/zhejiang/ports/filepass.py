@@ -111,6 +111,14 @@ OUTPUT_DDL = arrow_ddl(YIELDED)
 # quarantine rules' flags): no line number or row id, no raw text, no problems
 WRITTEN = [(f.name, f.type) for f in PASS_OUTPUT if f.name != "line_number"] + [
     (STAGED_RAW_LINE, pa.string()), (STAGED_RAW_VALUES, pa.string()), (PROBLEMS.name, PROBLEMS.type)]
+# the written columns no kept row leaves null (io.sinkfiles: required columns, cheaper to write):
+# every raw value (read_port_file sends a file with a missing one to the exact parse), the names
+# and file, the status, the wrap and the pass's own flags. A null there would fail the pass's
+# task, and its files would be parsed line by line instead (run.parsing), never stored half.
+WRITTEN_REQUIRED = frozenset(
+    [f.name for f in OUTPUT if f.name not in {"line_number", *(n for n, _ in RATE_COLUMNS)}]
+    + ["status", "counter_wrapped", REPEATED_INSTANT, SAVE_TIME_UNPROVEN, RATE_OUT_OF_BOUNDS, OUTSIDE_HOUR,
+       VERDICT, RERATE])
 
 
 HEADER = ",".join(RAW).encode()

@@ -183,7 +183,7 @@ def parse_files(batches: Iterator[pa.RecordBatch], tally_folder: str | None = No
     marks: carry.Marks = {}
     paths: list[str] = []
     sink = None if sink_json is None else SinkFile(sink_json, f"part-{uuid.uuid4().hex}-written.parquet",
-                                                   filepass.WRITTEN)
+                                                   filepass.WRITTEN, filepass.WRITTEN_REQUIRED)
     try:
         for batch in batches:
             files = batch.to_pylist()
